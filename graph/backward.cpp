@@ -1,0 +1,105 @@
+#include <xgrad/graph/backward.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include <xtensor/xbuilder.hpp>
+
+namespace xgrad {
+
+namespace {
+
+template <class T>
+void check_same_graph(const Graph<T>& g, const Var<T>& v, const std::string& what) {
+  if (!v.valid()) throw error("grad: " + what + " is an empty Var");
+  if (&v.graph() != &g) {
+    throw error("grad: " + what + " (node " + std::to_string(v.id()) +
+                ") belongs to another graph than y");
+  }
+  g.node(v.id());
+}
+
+}  // namespace
+
+template <class T>
+std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
+                             const Accumulate<T>& accumulate) {
+  if (!y.valid()) throw error("grad: y is an empty Var");
+  Graph<T>& g = y.graph();
+  check_same_graph(g, grad_out, "grad_out");
+  for (std::size_t i = 0; i < xs.size(); ++i) check_same_graph(g, xs[i], "x[" + std::to_string(i) + "]");
+  if (!shapes_equal(grad_out.value().shape(), y.value().shape())) {
+    throw error("grad: grad_out is " + shape_str(grad_out.value().shape()) + " but y (node " +
+                std::to_string(y.id()) + ") is " + shape_str(y.value().shape()));
+  }
+
+  // depends[i]: node i is some x or is computed from one; only such nodes need a gradient.
+  const std::size_t n = y.id() + 1;
+  std::vector<char> depends(n, 0);
+  for (const auto& x : xs) {
+    if (x.id() < n) depends[x.id()] = 1;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    for (auto in : g.node(i).inputs) depends[i] = depends[i] || depends[in];
+  }
+
+  std::vector<Var<T>> grads(n);  // accumulated gradient of each node; empty: none yet
+  grads[y.id()] = grad_out;
+  for (std::size_t i = n; i-- > 0;) {
+    const Node<T>& node = g.node(i);  // stays valid: the graph's deque does not move nodes
+    if (!grads[i].valid() || node.is_leaf()) continue;
+    std::vector<bool> wanted(node.inputs.size());
+    std::vector<Var<T>> inputs;
+    for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+      wanted[j] = depends[node.inputs[j]] != 0;
+      inputs.emplace_back(g, node.inputs[j]);
+    }
+    if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; })) continue;
+
+    std::vector<Var<T>> contributions;
+    {
+      typename Graph<T>::BackwardScope scope(g, i);
+      const Var<T> self(g, i);
+      contributions = node.op->vjp(VjpArgs<T>{inputs, self, grads[i], wanted});
+    }
+    if (contributions.size() != inputs.size()) {
+      throw error(node.op->name() + " (node " + std::to_string(i) + "): VJP returned " +
+                  std::to_string(contributions.size()) + " gradients for " +
+                  std::to_string(inputs.size()) + " inputs");
+    }
+    for (std::size_t j = 0; j < inputs.size(); ++j) {
+      if (!wanted[j]) continue;
+      const Var<T>& c = contributions[j];
+      if (!c.valid() || !shapes_equal(c.value().shape(), inputs[j].value().shape())) {
+        throw error(node.op->name() + " (node " + std::to_string(i) + "): VJP for input " +
+                    std::to_string(j) + " " + shape_str(inputs[j].value().shape()) + " returned " +
+                    (c.valid() ? shape_str(c.value().shape()) : std::string("nothing")));
+      }
+      Var<T>& acc = grads[node.inputs[j]];
+      if (acc.valid()) {
+        typename Graph<T>::BackwardScope scope(g, node.inputs[j]);
+        acc = accumulate(acc, c);
+      } else {
+        acc = c;
+      }
+    }
+  }
+
+  std::vector<Var<T>> result;
+  for (const auto& x : xs) {
+    if (x.id() < n && grads[x.id()].valid()) {
+      result.push_back(grads[x.id()]);
+    } else {
+      typename Graph<T>::BackwardScope scope(g, x.id());
+      result.push_back(g.constant("zeros", xt::zeros<T>(x.value().shape())));
+    }
+  }
+  return result;
+}
+
+template std::vector<Var<float>> backward(const Var<float>&, const std::vector<Var<float>>&,
+                                          const Var<float>&, const Accumulate<float>&);
+template std::vector<Var<double>> backward(const Var<double>&, const std::vector<Var<double>>&,
+                                           const Var<double>&, const Accumulate<double>&);
+
+}  // namespace xgrad

@@ -1,0 +1,25 @@
+// Reverse-mode traversal: the vector-Jacobian product of y with grad_out, w.r.t. any nodes xs.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include <xgrad/graph/graph.hpp>
+
+namespace xgrad {
+
+// Combines two gradient contributions to one node (an op from ops/, given by the caller: graph/
+// knows no op by name).
+template <class T>
+using Accumulate = std::function<Var<T>(const Var<T>&, const Var<T>&)>;
+
+// Walks the nodes between xs and y in reverse id order, calling each op's VJP rule with the
+// gradient accumulated so far; contributions to a node used more than once are combined with
+// `accumulate`. All nodes built are backward nodes (Node::grad_of says whose). Returns one Var
+// per x: grad_out itself if x is y, a constant of zeros if y does not depend on x.
+// Throws xgrad::error if a Var is empty or of another graph, or grad_out's shape is not y's.
+template <class T>
+std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
+                             const Accumulate<T>& accumulate);
+
+}  // namespace xgrad

@@ -1,0 +1,36 @@
+// xgrad::error, the one exception type for caller errors, and the shape formatting its messages use.
+#pragma once
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace xgrad {
+
+// Thrown for every caller error: bad shapes, bad arguments, bad files. The message names the op,
+// the node and the shapes involved, e.g. "matmul (node 7): inner sizes differ: a is (2, 3), b is (4, 5)".
+class error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// "(2, 3)"; a rank-1 shape is "(5,)" and a scalar "()", as numpy prints them.
+template <class S>
+std::string shape_str(const S& shape) {
+  std::ostringstream out;
+  out << '(';
+  std::size_t i = 0;
+  for (auto d : shape) out << (i++ ? ", " : "") << d;
+  if (i == 1) out << ',';
+  out << ')';
+  return out.str();
+}
+
+// Whether two shapes (any containers of sizes) are equal.
+template <class A, class B>
+bool shapes_equal(const A& a, const B& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+}  // namespace xgrad

@@ -1,0 +1,220 @@
+#include <xgrad/graph/graph.hpp>
+
+#include <utility>
+
+namespace xgrad {
+
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::input: return "input";
+    case Role::parameter: return "parameter";
+    case Role::constant: return "constant";
+    case Role::forward: return "forward";
+    case Role::backward: return "backward";
+  }
+  return "?";
+}
+
+template <>
+const char* dtype_name<float>() { return "float32"; }
+template <>
+const char* dtype_name<double>() { return "float64"; }
+
+template <class T>
+std::string Node<T>::op_name() const {
+  if (op) return op->name();
+  return role == Role::parameter ? "parameter" : role == Role::input ? "input" : "constant";
+}
+
+template <class T>
+Graph<T>& Var<T>::graph() const {
+  if (!m_graph) throw error("Var: empty handle (no graph); a VJP returns one for an unwanted input");
+  return *m_graph;
+}
+
+template <class T>
+const Node<T>& Var<T>::node() const {
+  return graph().node(m_id);
+}
+
+template <class T>
+const xt::xarray<T>& Var<T>::value() const {
+  return node().value;
+}
+
+template <class T>
+Var<T> Graph<T>::add_leaf(Role role, std::string name, xt::xarray<T> value) {
+  Node<T>& n = m_nodes.emplace_back();
+  n.role = role;
+  n.name = std::move(name);
+  n.grad_of = m_backward_of;
+  n.value = std::move(value);
+  return Var<T>(*this, m_nodes.size() - 1);
+}
+
+template <class T>
+Var<T> Graph<T>::input(std::string name, xt::xarray<T> value) {
+  return add_leaf(Role::input, std::move(name), std::move(value));
+}
+
+template <class T>
+xt::xarray<T> matrix(std::initializer_list<std::initializer_list<T>> rows) {
+  const std::size_t cols = rows.size() ? rows.begin()->size() : 0;
+  xt::xarray<T> value = xt::xarray<T>::from_shape({rows.size(), cols});
+  T* out = value.data();
+  for (const auto& row : rows) {
+    if (row.size() != cols) {
+      throw error("matrix: rows of different lengths (" + std::to_string(cols) + " and " +
+                  std::to_string(row.size()) + ")");
+    }
+    out = std::copy(row.begin(), row.end(), out);
+  }
+  return value;
+}
+
+template <class T>
+Var<T> Graph<T>::input(std::string name, std::initializer_list<std::initializer_list<T>> rows) {
+  return input(std::move(name), matrix(rows));
+}
+
+template <class T>
+Var<T> Graph<T>::parameter(std::string name, xt::xarray<T> value) {
+  return add_leaf(Role::parameter, std::move(name), std::move(value));
+}
+
+template <class T>
+Var<T> Graph<T>::constant(std::string name, xt::xarray<T> value) {
+  return add_leaf(Role::constant, std::move(name), std::move(value));
+}
+
+template <class T>
+const Node<T>& Graph<T>::node(std::size_t id) const {
+  if (id >= m_nodes.size()) {
+    throw error("graph: no node " + std::to_string(id) + " (the graph has " +
+                std::to_string(m_nodes.size()) + " nodes)");
+  }
+  return m_nodes[id];
+}
+
+template <class T>
+Var<T> Graph<T>::var(std::size_t id) {
+  node(id);
+  return Var<T>(*this, id);
+}
+
+template <class T>
+void Graph<T>::check_var(const Var<T>& v, const char* what) const {
+  if (!v.valid()) throw error(std::string(what) + " is an empty Var");
+  if (&v.graph() != this) {
+    throw error(std::string(what) + " (node " + std::to_string(v.id()) +
+                ") belongs to another graph; ops combine Vars of one graph only");
+  }
+  node(v.id());
+}
+
+template <class T>
+Args<T> Graph<T>::args_of(const Node<T>& n) const {
+  Args<T> args;
+  args.reserve(n.inputs.size());
+  for (auto id : n.inputs) args.push_back(&m_nodes[id].value);
+  return args;
+}
+
+namespace {
+
+template <class T>
+std::vector<Shape> shapes_of(const Args<T>& args) {
+  std::vector<Shape> shapes;
+  shapes.reserve(args.size());
+  for (const auto* a : args) shapes.emplace_back(a->shape().begin(), a->shape().end());
+  return shapes;
+}
+
+// Prefixes an op's shape complaint with "<op> (node N): ".
+template <class F>
+auto with_node_context(const Op& op, std::size_t id, F&& f) {
+  try {
+    return f();
+  } catch (const error& e) {
+    throw error(op.name() + " (node " + std::to_string(id) + "): " + e.what());
+  }
+}
+
+}  // namespace
+
+template <class T>
+Var<T> Graph<T>::apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x) {
+  if (!op) throw error("graph: apply needs an op");
+  const std::size_t id = m_nodes.size();
+  with_node_context(*op, id, [&] {
+    if (x.size() != op->arity()) {
+      throw error("takes " + std::to_string(op->arity()) + " inputs, got " +
+                  std::to_string(x.size()));
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      check_var(x[i], ("input " + std::to_string(i)).c_str());
+    }
+    return 0;
+  });
+
+  Node<T> n;
+  n.op = std::move(op);
+  n.role = m_backward_of ? Role::backward : Role::forward;
+  n.grad_of = m_backward_of;
+  for (const auto& v : x) n.inputs.push_back(v.id());
+  const Args<T> args = args_of(n);
+  const Shape shape = with_node_context(*n.op, id, [&] { return n.op->infer_shape(shapes_of(args)); });
+  n.value.resize(shape);
+  n.op->forward(args, n.value);
+  m_nodes.push_back(std::move(n));
+  return Var<T>(*this, id);
+}
+
+template <class T>
+void Graph<T>::set_value(const Var<T>& leaf, xt::xarray<T> value) {
+  check_var(leaf, "set_value: the Var");
+  Node<T>& n = m_nodes[leaf.id()];
+  if (!n.is_leaf()) {
+    throw error("set_value: node " + std::to_string(leaf.id()) + " is a " + n.op_name() +
+                " node; only leaves (inputs, parameters, constants) take values");
+  }
+  if (!shapes_equal(value.shape(), n.value.shape())) {
+    throw error("set_value: node " + std::to_string(leaf.id()) + " ('" + n.name + "') is " +
+                shape_str(n.value.shape()) + ", the new value is " + shape_str(value.shape()));
+  }
+  n.value = std::move(value);
+}
+
+template <class T>
+void Graph<T>::replay() {
+  for (std::size_t id = 0; id < m_nodes.size(); ++id) {
+    Node<T>& n = m_nodes[id];
+    if (n.is_leaf()) continue;
+    const Args<T> args = args_of(n);
+    const Shape shape = with_node_context(*n.op, id, [&] { return n.op->infer_shape(shapes_of(args)); });
+    if (!shapes_equal(shape, n.value.shape())) n.value.resize(shape);
+    n.op->forward(args, n.value);
+  }
+}
+
+template <class T>
+Graph<T>::BackwardScope::BackwardScope(Graph& graph, std::size_t of)
+    : m_graph(graph), m_saved(graph.m_backward_of) {
+  m_graph.m_backward_of = of;
+}
+
+template <class T>
+Graph<T>::BackwardScope::~BackwardScope() {
+  m_graph.m_backward_of = m_saved;
+}
+
+template xt::xarray<float> matrix(std::initializer_list<std::initializer_list<float>>);
+template xt::xarray<double> matrix(std::initializer_list<std::initializer_list<double>>);
+template struct Node<float>;
+template struct Node<double>;
+template class Var<float>;
+template class Var<double>;
+template class Graph<float>;
+template class Graph<double>;
+
+}  // namespace xgrad

@@ -1,0 +1,156 @@
+// Graph<T>: an expression graph of xt::xarray<T> values, T = float or double.
+//
+// Define-by-run: creating a node runs its forward at once. Nodes are kept in creation order and a
+// node's id is its index, so creation order is a topological order. A Var is a (graph, id) handle.
+// Backward passes (see backward.hpp) add ordinary nodes to the same graph, so gradients are Vars.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include <xgrad/graph/error.hpp>
+#include <xgrad/graph/op.hpp>
+
+namespace xgrad {
+
+template <class T>
+class Graph;
+
+// input, parameter, constant: leaves. forward: built by the caller. backward: built by a VJP rule
+// or by gradient accumulation while grad() ran.
+enum class Role { input, parameter, constant, forward, backward };
+const char* role_name(Role role);
+
+template <class T>
+struct Node {
+  std::shared_ptr<const Op> op;      // null for a leaf
+  std::vector<std::size_t> inputs;   // ids of earlier nodes
+  Role role = Role::forward;
+  std::string name;                  // leaves: the caller's name; may be empty otherwise
+  // Set on every node grad() created: the node whose backward pass it belongs to. For the nodes
+  // a VJP rule built, the node whose rule it was; for an accumulation or a seed, the node whose
+  // gradient it holds.
+  std::optional<std::size_t> grad_of;
+  xt::xarray<T> value;
+
+  bool is_leaf() const { return op == nullptr; }
+  // "input", "parameter", "constant" for leaves, the op's name otherwise.
+  std::string op_name() const;
+};
+
+// A handle to one node of one graph. Default-constructed, it refers to nothing (valid() false);
+// VJP rules return such empty Vars for inputs that need no gradient.
+template <class T>
+class Var {
+ public:
+  Var() = default;
+  Var(Graph<T>& graph, std::size_t id) : m_graph(&graph), m_id(id) {}
+
+  bool valid() const { return m_graph != nullptr; }
+  Graph<T>& graph() const;
+  std::size_t id() const { return m_id; }
+  const xt::xarray<T>& value() const;
+  const Node<T>& node() const;
+
+ private:
+  Graph<T>* m_graph = nullptr;
+  std::size_t m_id = 0;
+};
+
+template <class T>
+class Graph {
+ public:
+  using value_type = T;
+
+  Graph() = default;
+  // Vars point at their graph: it neither copies nor moves. copy_from() duplicates one.
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Var<T> input(std::string name, xt::xarray<T> value);
+  // input(name, matrix(rows)): g.input("q", {{0.5}, {0.0}}).
+  Var<T> input(std::string name, std::initializer_list<std::initializer_list<T>> rows);
+  Var<T> parameter(std::string name, xt::xarray<T> value);
+  Var<T> constant(std::string name, xt::xarray<T> value);
+
+  // Adds a node computing op(x...) and runs its forward. Throws xgrad::error, and adds nothing,
+  // when the inputs are invalid for the op (the message starts "<op> (node N): ").
+  Var<T> apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x);
+
+  // Replaces a leaf's value; the new value must have the leaf's shape. Call replay() afterwards.
+  void set_value(const Var<T>& leaf, xt::xarray<T> value);
+  // Re-runs every non-leaf node's forward in id order, reusing the nodes' buffers.
+  void replay();
+
+  std::size_t size() const { return m_nodes.size(); }
+  const Node<T>& node(std::size_t id) const;
+  Var<T> var(std::size_t id);
+
+  // Appends the first `count` nodes of src, values converted to T, ops shared. Ids are kept when
+  // this graph starts empty: gradcheck uses it to replay a float32 graph in float64.
+  template <class U>
+  void copy_from(const Graph<U>& src, std::size_t count);
+
+  // While a BackwardScope is alive, new nodes are backward nodes of node `of` (see Node::grad_of).
+  class BackwardScope {
+   public:
+    BackwardScope(Graph& graph, std::size_t of);
+    ~BackwardScope();
+    BackwardScope(const BackwardScope&) = delete;
+    BackwardScope& operator=(const BackwardScope&) = delete;
+
+   private:
+    Graph& m_graph;
+    std::optional<std::size_t> m_saved;
+  };
+
+ private:
+  Var<T> add_leaf(Role role, std::string name, xt::xarray<T> value);
+  void check_var(const Var<T>& v, const char* what) const;
+  Args<T> args_of(const Node<T>& n) const;
+
+  std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
+  std::optional<std::size_t> m_backward_of;
+};
+
+// A matrix from its rows, {{a, b}, {c, d}}, or a column, {{a}, {b}} (which xarray's own
+// initializer-list constructors find ambiguous). Throws xgrad::error if row lengths differ.
+template <class T>
+xt::xarray<T> matrix(std::initializer_list<std::initializer_list<T>> rows);
+
+template <class T>
+const char* dtype_name();  // "float32", "float64"
+template <>
+const char* dtype_name<float>();
+template <>
+const char* dtype_name<double>();
+
+template <class T>
+template <class U>
+void Graph<T>::copy_from(const Graph<U>& src, std::size_t count) {
+  if (count > src.size()) {
+    throw error("copy_from: asked for " + std::to_string(count) + " nodes of a graph of " +
+                std::to_string(src.size()));
+  }
+  const std::size_t offset = m_nodes.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const Node<U>& s = src.node(i);
+    Node<T>& d = m_nodes.emplace_back();
+    d.op = s.op;
+    d.inputs = s.inputs;
+    for (auto& id : d.inputs) id += offset;
+    d.role = s.role;
+    d.name = s.name;
+    if (s.grad_of) d.grad_of = *s.grad_of + offset;
+    d.value = xt::cast<T>(s.value);
+  }
+}
+
+}  // namespace xgrad

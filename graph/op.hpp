@@ -1,0 +1,68 @@
+// The Op interface: what graph/ knows about an operation. Ops live in ops/, one file pair each.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <xtensor/xarray.hpp>
+
+namespace xgrad {
+
+template <class T>
+class Var;
+
+using Shape = std::vector<std::size_t>;
+
+// The values of a node's inputs, in order.
+template <class T>
+using Args = std::vector<const xt::xarray<T>*>;
+
+// What a VJP rule may read: the node's inputs x, its output y, the gradient grad_out of the loss
+// w.r.t. y, and which inputs need a gradient (wanted[i] false: return an empty Var for input i).
+template <class T>
+struct VjpArgs {
+  const std::vector<Var<T>>& x;
+  const Var<T>& y;
+  const Var<T>& grad_out;
+  const std::vector<bool>& wanted;
+};
+
+// An operation: a pure function of its inputs and typed attributes. One Op object serves float
+// and double graphs alike (the float32 -> float64 replay of gradcheck shares it).
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual std::string name() const = 0;  // lowercase, as in the file name and the JSON "op"
+  virtual std::size_t arity() const = 0;
+  // The output shape for these input shapes; throws xgrad::error naming the shapes if they are
+  // invalid. The graph prefixes the message with "<op> (node N): ".
+  virtual Shape infer_shape(const std::vector<Shape>& x) const = 0;
+  // Writes the output into y, which already has the shape infer_shape returned.
+  virtual void forward(const Args<float>& x, xt::xarray<float>& y) const = 0;
+  virtual void forward(const Args<double>& x, xt::xarray<double>& y) const = 0;
+  // Builds, as ordinary nodes of the same graph, one gradient per input (empty if not wanted).
+  virtual std::vector<Var<float>> vjp(const VjpArgs<float>& a) const = 0;
+  virtual std::vector<Var<double>> vjp(const VjpArgs<double>& a) const = 0;
+  // Typed attributes, for export; {} when the op has none.
+  virtual nlohmann::json attrs() const { return nlohmann::json::object(); }
+};
+
+// Routes both dtypes to one pair of member templates of Derived:
+//   template <class T> void run_forward(const Args<T>& x, xt::xarray<T>& y) const;
+//   template <class T> std::vector<Var<T>> run_vjp(const VjpArgs<T>& a) const;
+template <class Derived>
+class OpFor : public Op {
+ public:
+  void forward(const Args<float>& x, xt::xarray<float>& y) const final { self().run_forward(x, y); }
+  void forward(const Args<double>& x, xt::xarray<double>& y) const final { self().run_forward(x, y); }
+  std::vector<Var<float>> vjp(const VjpArgs<float>& a) const final { return self().run_vjp(a); }
+  std::vector<Var<double>> vjp(const VjpArgs<double>& a) const final { return self().run_vjp(a); }
+
+ private:
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+};
+
+}  // namespace xgrad

@@ -1,0 +1,45 @@
+#include <xgrad/lib/grad.hpp>
+
+#include <xtensor/xbuilder.hpp>
+
+#include <xgrad/graph/backward.hpp>
+#include <xgrad/ops/add.hpp>
+
+namespace xgrad {
+
+template <class T>
+std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out) {
+  return backward<T>(y, xs, grad_out, [](const Var<T>& a, const Var<T>& b) { return add(a, b); });
+}
+
+template <class T>
+std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const xt::xarray<T>& grad_out) {
+  if (!y.valid()) throw error("grad: y is an empty Var");
+  if (!shapes_equal(grad_out.shape(), y.value().shape())) {
+    throw error("grad: grad_out is " + shape_str(grad_out.shape()) + " but y (node " +
+                std::to_string(y.id()) + ") is " + shape_str(y.value().shape()));
+  }
+  Graph<T>& g = y.graph();
+  Var<T> seed;
+  {
+    typename Graph<T>::BackwardScope scope(g, y.id());
+    seed = g.constant("grad_out", grad_out);
+  }
+  return grad(y, xs, seed);
+}
+
+template <class T>
+std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs) {
+  if (!y.valid()) throw error("grad: y is an empty Var");
+  return grad(y, xs, xt::xarray<T>(xt::ones<T>(y.value().shape())));
+}
+
+#define XGRAD_INSTANTIATE_GRAD(T)                                                                \
+  template std::vector<Var<T>> grad(const Var<T>&, const std::vector<Var<T>>&);                  \
+  template std::vector<Var<T>> grad(const Var<T>&, const std::vector<Var<T>>&, const xt::xarray<T>&); \
+  template std::vector<Var<T>> grad(const Var<T>&, const std::vector<Var<T>>&, const Var<T>&);
+XGRAD_INSTANTIATE_GRAD(float)
+XGRAD_INSTANTIATE_GRAD(double)
+#undef XGRAD_INSTANTIATE_GRAD
+
+}  // namespace xgrad

@@ -1,0 +1,19 @@
+// xgrad: reverse-mode autodiff over an expression graph of xtensor arrays.
+// The one header users include: <xgrad/xgrad.hpp>.
+#pragma once
+
+#include <xgrad/graph/error.hpp>
+#include <xgrad/graph/graph.hpp>
+#include <xgrad/lib/attention.hpp>
+#include <xgrad/lib/format.hpp>
+#include <xgrad/lib/grad.hpp>
+#include <xgrad/lib/gradcheck.hpp>
+#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/matmul.hpp>
+#include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/softmax.hpp>
+#include <xgrad/ops/softmax_vjp.hpp>
+#include <xgrad/ops/sum_to.hpp>
+#include <xgrad/ops/transpose.hpp>

@@ -1,0 +1,56 @@
+// forward: y = x repeated to `shape`            x.shape -> shape
+// VJP:     grad_x = sum_to(grad_out, x.shape)   shape -> x.shape
+// saves:   the target shape.
+#include <xgrad/ops/broadcast_to.hpp>
+
+#include <xtensor/xbroadcast.hpp>
+#include <xtensor/xnoalias.hpp>
+
+#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/sum_to.hpp>
+
+namespace xgrad {
+
+namespace {
+
+class BroadcastToOp final : public OpFor<BroadcastToOp> {
+ public:
+  explicit BroadcastToOp(Shape shape) : m_shape(std::move(shape)) {}
+
+  std::string name() const override { return "broadcast_to"; }
+  std::size_t arity() const override { return 1; }
+  nlohmann::json attrs() const override { return {{"shape", m_shape}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    if (!detail::broadcastable(x[0], m_shape)) {
+      throw error("x " + shape_str(x[0]) + " does not broadcast to " + shape_str(m_shape));
+    }
+    return m_shape;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    xt::noalias(y) = xt::broadcast(*x[0], m_shape);
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const auto& s = v.x[0].value().shape();
+    return {sum_to(v.grad_out, Shape(s.begin(), s.end()))};
+  }
+
+ private:
+  Shape m_shape;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> broadcast_to(const Var<T>& x, const Shape& shape) {
+  return x.graph().apply(std::make_shared<BroadcastToOp>(shape), {x});
+}
+
+template Var<float> broadcast_to(const Var<float>&, const Shape&);
+template Var<double> broadcast_to(const Var<double>&, const Shape&);
+
+}  // namespace xgrad

@@ -1,0 +1,110 @@
+// forward: y = op(a) @ op(b)                  (..., m, k) x (..., k, n) -> (..., m, n)
+// VJP:     grad_a = grad_out @ op(b)^T        (..., m, n) x (..., n, k) -> (..., m, k)
+//          grad_b = op(a)^T @ grad_out        (..., k, m) x (..., m, n) -> (..., k, n)
+//          (with transpose_a, grad_a is the transpose of the above: op(b) @ grad_out^T; same for b)
+// saves:   nothing beyond its inputs a and b.
+#include <xgrad/ops/matmul.hpp>
+
+#include <algorithm>
+#include <climits>
+
+#include <xtensor-blas/xblas.hpp>
+
+#include <xgrad/ops/common.hpp>
+
+namespace xgrad {
+
+namespace {
+
+class MatmulOp final : public OpFor<MatmulOp> {
+ public:
+  MatmulOp(bool transpose_a, bool transpose_b) : m_ta(transpose_a), m_tb(transpose_b) {}
+
+  std::string name() const override { return "matmul"; }
+  std::size_t arity() const override { return 2; }
+  nlohmann::json attrs() const override {
+    return {{"transpose_a", m_ta}, {"transpose_b", m_tb}};
+  }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    const Shape& a = x[0];
+    const Shape& b = x[1];
+    const auto both = [&] { return "a is " + shape_str(a) + ", b is " + shape_str(b) + flags(); };
+    if (a.size() < 2 || b.size() < 2) throw error("needs rank >= 2 operands: " + both());
+    if (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin())) {
+      throw error("batch axes differ (leading axes must be equal, no broadcasting): " + both());
+    }
+    const Dims d = dims(a, b);
+    if (d.k != d.k_b) throw error("inner sizes differ: " + both());
+    for (std::size_t v : {d.m, d.n, d.k}) {
+      if (v > static_cast<std::size_t>(INT_MAX)) throw error("a matrix axis exceeds INT_MAX: " + both());
+    }
+    Shape y(a.begin(), a.end() - 2);
+    y.push_back(d.m);
+    y.push_back(d.n);
+    return y;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const xt::xarray<T>& a = *x[0];
+    const xt::xarray<T>& b = *x[1];
+    const Shape as(a.shape().begin(), a.shape().end());
+    const Shape bs(b.shape().begin(), b.shape().end());
+    const Dims d = dims(as, bs);
+    const std::size_t batch = y.size() / std::max<std::size_t>(d.m * d.n, 1);
+    if (d.m == 0 || d.n == 0) return;
+    if (d.k == 0) {  // an empty sum; BLAS rejects a zero leading dimension
+      std::fill(y.begin(), y.end(), T(0));
+      return;
+    }
+    const int m = static_cast<int>(d.m), n = static_cast<int>(d.n), k = static_cast<int>(d.k);
+    const int lda = static_cast<int>(as.back()), ldb = static_cast<int>(bs.back());
+    for (std::size_t i = 0; i < batch; ++i) {
+      cxxblas::gemm(cxxblas::RowMajor, m_ta ? cxxblas::Trans : cxxblas::NoTrans,
+                    m_tb ? cxxblas::Trans : cxxblas::NoTrans, m, n, k, T(1),
+                    a.data() + i * d.m * d.k, lda, b.data() + i * d.k * d.n, ldb, T(0),
+                    y.data() + i * d.m * d.n, n);
+    }
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const Var<T>& a = v.x[0];
+    const Var<T>& b = v.x[1];
+    const Var<T>& g = v.grad_out;
+    Var<T> grad_a, grad_b;
+    if (v.wanted[0]) grad_a = m_ta ? matmul(b, g, m_tb, true) : matmul(g, b, false, !m_tb);
+    if (v.wanted[1]) grad_b = m_tb ? matmul(g, a, true, m_ta) : matmul(a, g, !m_ta, false);
+    return {grad_a, grad_b};
+  }
+
+ private:
+  struct Dims {
+    std::size_t m, k, k_b, n;
+  };
+  Dims dims(const Shape& a, const Shape& b) const {
+    const std::size_t ar = a[a.size() - 2], ac = a.back(), br = b[b.size() - 2], bc = b.back();
+    return m_ta ? (m_tb ? Dims{ac, ar, bc, br} : Dims{ac, ar, br, bc})
+                : (m_tb ? Dims{ar, ac, bc, br} : Dims{ar, ac, br, bc});
+  }
+  std::string flags() const {
+    if (!m_ta && !m_tb) return "";
+    return std::string(" (") + (m_ta ? "a" : "") + (m_ta && m_tb ? " and " : "") + (m_tb ? "b" : "") +
+           " transposed)";
+  }
+
+  bool m_ta, m_tb;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> matmul(const Var<T>& a, const Var<T>& b, bool transpose_a, bool transpose_b) {
+  return a.graph().apply(std::make_shared<MatmulOp>(transpose_a, transpose_b), {a, b});
+}
+
+template Var<float> matmul(const Var<float>&, const Var<float>&, bool, bool);
+template Var<double> matmul(const Var<double>&, const Var<double>&, bool, bool);
+
+}  // namespace xgrad

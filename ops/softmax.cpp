@@ -1,0 +1,78 @@
+// forward: y = exp(x - max(x)) / sum(exp(x - max(x)))     along axis, same shape
+// VJP:     grad_x = softmax_vjp(y, grad_out) = y * (grad_out - sum(grad_out * y))
+// saves:   its output y (the VJP reads y, never x).
+#include <xgrad/ops/softmax.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/softmax_vjp.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// One row of n elements at stride `stride`: a single max pass, one exp pass, one scale pass.
+template <class T>
+void softmax_row(const T* x, T* y, std::size_t n, std::size_t stride) {
+  T max = -std::numeric_limits<T>::infinity();
+  for (std::size_t i = 0; i < n; ++i) max = std::max(max, x[i * stride]);
+  T sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const T e = std::exp(x[i * stride] - max);
+    y[i * stride] = e;
+    sum += e;
+  }
+  const T inv = T(1) / sum;
+  for (std::size_t i = 0; i < n; ++i) y[i * stride] *= inv;
+}
+
+class SoftmaxOp final : public OpFor<SoftmaxOp> {
+ public:
+  explicit SoftmaxOp(long axis) : m_axis(axis) {}
+
+  std::string name() const override { return "softmax"; }
+  std::size_t arity() const override { return 1; }
+  nlohmann::json attrs() const override { return {{"axis", m_axis}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    const std::size_t axis = detail::normalize_axis(m_axis, x[0]);
+    if (x[0][axis] == 0) {
+      throw error("axis " + std::to_string(m_axis) + " of x " + shape_str(x[0]) +
+                  " is empty: softmax over no elements is undefined");
+    }
+    return x[0];
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const Shape shape(y.shape().begin(), y.shape().end());
+    const detail::Rows rows = detail::rows_along(shape, detail::normalize_axis(m_axis, shape));
+    const T* src = x[0]->data();
+    T* dst = y.data();
+    detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
+      softmax_row(src + offset, dst + offset, rows.n, stride);
+    });
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    return {softmax_vjp(v.y, v.grad_out, m_axis)};
+  }
+
+ private:
+  long m_axis;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> softmax(const Var<T>& x, long axis) {
+  return x.graph().apply(std::make_shared<SoftmaxOp>(axis), {x});
+}
+
+template Var<float> softmax(const Var<float>&, long);
+template Var<double> softmax(const Var<double>&, long);
+
+}  // namespace xgrad

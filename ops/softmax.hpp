@@ -1,0 +1,16 @@
+// softmax: normalised exponentials along one axis.
+#pragma once
+
+#include <xgrad/graph/graph.hpp>
+
+namespace xgrad {
+
+// y = exp(x - max) / sum(exp(x - max)) along `axis` (default -1, the last), any rank >= 1.
+// Stable: each row's maximum is subtracted before exp, so finite rows of any magnitude give
+// finite weights summing to 1. A row holding NaN or +inf gives NaN (as jax.nn.softmax); a row
+// of all -inf gives NaN (an undefined normalisation: masks must keep one allowed key).
+// Throws xgrad::error if the axis is out of range or has length 0.
+template <class T>
+Var<T> softmax(const Var<T>& x, long axis = -1);
+
+}  // namespace xgrad

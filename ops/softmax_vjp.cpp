@@ -1,0 +1,87 @@
+// forward: z = y * (g - s),  s = sum(g * y) along axis          (y, g same shape) -> same shape
+// VJP:     grad_g = softmax_vjp(y, u)                            u = grad_out of z
+//          grad_y = u * (g - s) - g * t,  t = sum(u * y) along axis
+// saves:   nothing beyond its inputs y and g.
+#include <xgrad/ops/softmax_vjp.hpp>
+
+#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/sum_to.hpp>
+
+namespace xgrad {
+
+namespace {
+
+template <class T>
+void softmax_vjp_row(const T* y, const T* g, T* z, std::size_t n, std::size_t stride) {
+  T s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += g[i * stride] * y[i * stride];
+  for (std::size_t i = 0; i < n; ++i) z[i * stride] = y[i * stride] * (g[i * stride] - s);
+}
+
+class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
+ public:
+  explicit SoftmaxVjpOp(long axis) : m_axis(axis) {}
+
+  std::string name() const override { return "softmax_vjp"; }
+  std::size_t arity() const override { return 2; }
+  nlohmann::json attrs() const override { return {{"axis", m_axis}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    if (x[0] != x[1]) {
+      throw error("y and grad_out differ in shape: y is " + shape_str(x[0]) + ", grad_out is " +
+                  shape_str(x[1]));
+    }
+    detail::normalize_axis(m_axis, x[0]);
+    return x[0];
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& z) const {
+    const Shape shape(z.shape().begin(), z.shape().end());
+    const detail::Rows rows = detail::rows_along(shape, detail::normalize_axis(m_axis, shape));
+    const T* y = x[0]->data();
+    const T* g = x[1]->data();
+    T* dst = z.data();
+    detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
+      softmax_vjp_row(y + offset, g + offset, dst + offset, rows.n, stride);
+    });
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const Var<T>& y = v.x[0];
+    const Var<T>& g = v.x[1];
+    const Var<T>& u = v.grad_out;
+    Var<T> grad_y, grad_g;
+    if (v.wanted[0]) {
+      const Shape shape(y.value().shape().begin(), y.value().shape().end());
+      Shape row_shape = shape;  // the sums keep the axis with length 1
+      row_shape[detail::normalize_axis(m_axis, shape)] = 1;
+      const auto row_dot = [&](const Var<T>& a, const Var<T>& b) {
+        return broadcast_to(sum_to(mul(a, b), row_shape), shape);
+      };
+      grad_y = add(mul(u, add(g, scale(row_dot(g, y), -1.0))), scale(mul(g, row_dot(u, y)), -1.0));
+    }
+    if (v.wanted[1]) grad_g = softmax_vjp(y, u, m_axis);
+    return {grad_y, grad_g};
+  }
+
+ private:
+  long m_axis;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> softmax_vjp(const Var<T>& y, const Var<T>& grad_out, long axis) {
+  return y.graph().apply(std::make_shared<SoftmaxVjpOp>(axis), {y, grad_out});
+}
+
+template Var<float> softmax_vjp(const Var<float>&, const Var<float>&, long);
+template Var<double> softmax_vjp(const Var<double>&, const Var<double>&, long);
+
+}  // namespace xgrad

@@ -1,0 +1,14 @@
+// softmax_vjp: the VJP of softmax as one fused node.
+#pragma once
+
+#include <xgrad/graph/graph.hpp>
+
+namespace xgrad {
+
+// z = y * (grad_out - sum(grad_out * y, axis, keepdims)), the gradient w.r.t. the input of a
+// softmax whose output is y, for the gradient grad_out w.r.t. that output. y and grad_out have
+// the same shape. Throws xgrad::error naming both shapes otherwise, or if axis is out of range.
+template <class T>
+Var<T> softmax_vjp(const Var<T>& y, const Var<T>& grad_out, long axis = -1);
+
+}  // namespace xgrad

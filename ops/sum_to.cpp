@@ -1,0 +1,70 @@
+// forward: y = sum of x over the broadcast axes          x.shape -> shape
+// VJP:     grad_x = broadcast_to(grad_out, x.shape)       shape -> x.shape
+// saves:   the target shape.
+#include <xgrad/ops/sum_to.hpp>
+
+#include <algorithm>
+
+#include <xtensor/xreducer.hpp>
+
+#include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/common.hpp>
+
+namespace xgrad {
+
+namespace {
+
+class SumToOp final : public OpFor<SumToOp> {
+ public:
+  explicit SumToOp(Shape shape) : m_shape(std::move(shape)) {}
+
+  std::string name() const override { return "sum_to"; }
+  std::size_t arity() const override { return 1; }
+  nlohmann::json attrs() const override { return {{"shape", m_shape}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    if (!detail::broadcastable(m_shape, x[0])) {
+      throw error("cannot sum x " + shape_str(x[0]) + " to " + shape_str(m_shape) +
+                  ": the target does not broadcast to x");
+    }
+    return m_shape;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const xt::xarray<T>& a = *x[0];
+    const std::size_t lead = a.dimension() - m_shape.size();
+    std::vector<std::size_t> axes;
+    for (std::size_t i = 0; i < a.dimension(); ++i) {
+      if (i < lead || (m_shape[i - lead] == 1 && a.shape()[i] != 1)) axes.push_back(i);
+    }
+    if (axes.empty()) {
+      std::copy(a.begin(), a.end(), y.begin());
+      return;
+    }
+    // Removing summed axes keeps the row-major order of the rest, the order of y's elements.
+    const xt::xarray<T> s = xt::sum(a, axes, xt::evaluation_strategy::immediate);
+    std::copy(s.begin(), s.end(), y.begin());
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const auto& s = v.x[0].value().shape();
+    return {broadcast_to(v.grad_out, Shape(s.begin(), s.end()))};
+  }
+
+ private:
+  Shape m_shape;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> sum_to(const Var<T>& x, const Shape& shape) {
+  return x.graph().apply(std::make_shared<SumToOp>(shape), {x});
+}
+
+template Var<float> sum_to(const Var<float>&, const Shape&);
+template Var<double> sum_to(const Var<double>&, const Shape&);
+
+}  // namespace xgrad

@@ -1,0 +1,54 @@
+// forward: y = swap of the last two axes of x      (..., m, n) -> (..., n, m)
+// VJP:     grad_x = transpose(grad_out)             (..., n, m) -> (..., m, n)
+// saves:   nothing.
+#include <xgrad/ops/transpose.hpp>
+
+#include <xgrad/ops/common.hpp>
+
+namespace xgrad {
+
+namespace {
+
+class TransposeOp final : public OpFor<TransposeOp> {
+ public:
+  std::string name() const override { return "transpose"; }
+  std::size_t arity() const override { return 1; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    if (x[0].size() < 2) throw error("needs rank >= 2, x is " + shape_str(x[0]));
+    Shape y = x[0];
+    std::swap(y[y.size() - 1], y[y.size() - 2]);
+    return y;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const xt::xarray<T>& a = *x[0];
+    const std::size_t m = a.shape()[a.dimension() - 2], n = a.shape().back();
+    const std::size_t batch = m * n == 0 ? 0 : a.size() / (m * n);
+    for (std::size_t b = 0; b < batch; ++b) {
+      const T* src = a.data() + b * m * n;
+      T* dst = y.data() + b * m * n;
+      for (std::size_t i = 0; i < m; ++i) {
+        for (std::size_t j = 0; j < n; ++j) dst[j * m + i] = src[i * n + j];
+      }
+    }
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    return {transpose(v.grad_out)};
+  }
+};
+
+}  // namespace
+
+template <class T>
+Var<T> transpose(const Var<T>& x) {
+  return x.graph().apply(std::make_shared<TransposeOp>(), {x});
+}
+
+template Var<float> transpose(const Var<float>&);
+template Var<double> transpose(const Var<double>&);
+
+}  // namespace xgrad

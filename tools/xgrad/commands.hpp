@@ -1,0 +1,25 @@
+// The xgrad tool's subcommands, one file each. Exit codes: 0 success, 1 a check failed,
+// 2 bad usage or input (one line on stderr).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace xgrad::tool {
+
+// Bad command-line usage: main prints "xgrad <command>: <message>" and exits 2.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Command {
+  const char* name;
+  const char* summary;
+  const char* help;  // the full --help text
+  int (*run)(const std::vector<std::string>& args);
+};
+
+extern const Command example_command;
+
+}  // namespace xgrad::tool
