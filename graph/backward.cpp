@@ -22,16 +22,25 @@ void check_same_graph(const Graph<T>& g, const Var<T>& v, const std::string& wha
 }  // namespace
 
 template <class T>
+void check_backward_args(const Var<T>& y, const std::vector<Var<T>>& xs, const Shape& grad_out_shape) {
+  if (!y.valid()) throw error("grad: y is an empty Var");
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    check_same_graph(y.graph(), xs[i], "x[" + std::to_string(i) + "]");
+  }
+  if (!shapes_equal(grad_out_shape, y.value().shape())) {
+    throw error("grad: grad_out is " + shape_str(grad_out_shape) + " but y (node " +
+                std::to_string(y.id()) + ") is " + shape_str(y.value().shape()));
+  }
+}
+
+template <class T>
 std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
                              const Accumulate<T>& accumulate) {
   if (!y.valid()) throw error("grad: y is an empty Var");
   Graph<T>& g = y.graph();
   check_same_graph(g, grad_out, "grad_out");
-  for (std::size_t i = 0; i < xs.size(); ++i) check_same_graph(g, xs[i], "x[" + std::to_string(i) + "]");
-  if (!shapes_equal(grad_out.value().shape(), y.value().shape())) {
-    throw error("grad: grad_out is " + shape_str(grad_out.value().shape()) + " but y (node " +
-                std::to_string(y.id()) + ") is " + shape_str(y.value().shape()));
-  }
+  const auto& s = grad_out.value().shape();
+  check_backward_args(y, xs, Shape(s.begin(), s.end()));
 
   // depends[i]: node i is some x or is computed from one; only such nodes need a gradient.
   const std::size_t n = y.id() + 1;
@@ -97,6 +106,8 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
   return result;
 }
 
+template void check_backward_args(const Var<float>&, const std::vector<Var<float>>&, const Shape&);
+template void check_backward_args(const Var<double>&, const std::vector<Var<double>>&, const Shape&);
 template std::vector<Var<float>> backward(const Var<float>&, const std::vector<Var<float>>&,
                                           const Var<float>&, const Accumulate<float>&);
 template std::vector<Var<double>> backward(const Var<double>&, const std::vector<Var<double>>&,

@@ -18,6 +18,10 @@ using Accumulate = std::function<Var<T>(const Var<T>&, const Var<T>&)>;
 // `accumulate`. All nodes built are backward nodes (Node::grad_of says whose). Returns one Var
 // per x: grad_out itself if x is y, a constant of zeros if y does not depend on x.
 // Throws xgrad::error if a Var is empty or of another graph, or grad_out's shape is not y's.
+// The checks backward() makes before it adds any node, for callers that add a seed node first.
+template <class T>
+void check_backward_args(const Var<T>& y, const std::vector<Var<T>>& xs, const Shape& grad_out_shape);
+
 template <class T>
 std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
                              const Accumulate<T>& accumulate);

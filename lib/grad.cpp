@@ -14,11 +14,7 @@ std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const V
 
 template <class T>
 std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const xt::xarray<T>& grad_out) {
-  if (!y.valid()) throw error("grad: y is an empty Var");
-  if (!shapes_equal(grad_out.shape(), y.value().shape())) {
-    throw error("grad: grad_out is " + shape_str(grad_out.shape()) + " but y (node " +
-                std::to_string(y.id()) + ") is " + shape_str(y.value().shape()));
-  }
+  check_backward_args(y, xs, Shape(grad_out.shape().begin(), grad_out.shape().end()));
   Graph<T>& g = y.graph();
   Var<T> seed;
   {

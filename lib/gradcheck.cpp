@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <ostream>
 #include <random>
 
 #include <xtensor/xbuilder.hpp>
@@ -11,6 +12,17 @@
 #include <xgrad/lib/grad.hpp>
 
 namespace xgrad {
+
+const char* mode_name(GradcheckMode mode) {
+  switch (mode) {
+    case GradcheckMode::automatic: return "automatic";
+    case GradcheckMode::full: return "full Jacobian";
+    case GradcheckMode::projection: return "random projections";
+  }
+  return "?";
+}
+
+std::ostream& operator<<(std::ostream& out, GradcheckMode mode) { return out << mode_name(mode); }
 
 double default_atol(const std::string& dtype) { return dtype == "float32" ? 1e-4 : 1e-7; }
 double default_rtol(const std::string& dtype) { return dtype == "float32" ? 1e-3 : 1e-5; }
@@ -87,7 +99,7 @@ const GradcheckEntry& GradcheckReport::worst() const {
 std::string GradcheckReport::str() const {
   char buf[512];
   std::snprintf(buf, sizeof buf, "gradcheck %s, %s, %zu %s, eps %g, atol %g, rtol %g: %s\n",
-                dtype.c_str(), mode == GradcheckMode::full ? "full Jacobian" : "random projections",
+                dtype.c_str(), mode_name(mode),
                 compared, mode == GradcheckMode::full ? "entries" : "projections", eps, atol, rtol,
                 passed ? "PASS" : "FAIL");
   std::string s = buf;

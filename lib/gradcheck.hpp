@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@ enum class GradcheckMode {
   full,        // every Jacobian entry dy[o]/dx[j]
   projection,  // v^T J u for random Gaussian v (like y) and u (like x), `projections` times per x
 };
+
+// "automatic", "full Jacobian", "random projections"
+const char* mode_name(GradcheckMode mode);
+std::ostream& operator<<(std::ostream& out, GradcheckMode mode);
 
 // Default tolerances, |numeric - analytic| <= atol + rtol * |analytic|:
 //   float64: atol 1e-7, rtol 1e-5   (central differences with eps 1e-6 are good to ~1e-9 here)

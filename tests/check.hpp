@@ -1,0 +1,65 @@
+// Helpers shared by every test suite: random inputs, error checks, gradcheck with its report.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <random>
+#include <string>
+
+#include <boost/test/unit_test.hpp>
+#include <xtensor/xarray.hpp>
+
+#include <xgrad/xgrad.hpp>
+
+namespace xgrad::test {
+
+// Gaussian entries, materialised (never a lazy xt::random expression), from a fixed seed.
+template <class T>
+xt::xarray<T> random_array(const Shape& shape, std::uint64_t seed, double stddev = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, stddev);
+  xt::xarray<T> a = xt::xarray<T>::from_shape(shape);
+  for (auto& x : a) x = static_cast<T>(normal(rng));
+  return a;
+}
+
+// Runs f, expects xgrad::error, and checks the message contains every one of `parts`.
+inline void check_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+  } catch (const xgrad::error& e) {
+    const std::string what = e.what();
+    for (const auto& p : parts) {
+      BOOST_TEST(what.find(p) != std::string::npos, "message \"" << what << "\" lacks \"" << p << "\"");
+    }
+    return;
+  }
+  BOOST_ERROR("no xgrad::error thrown");
+}
+
+// gradcheck, failing the test with the full report (worst element of each input) if it fails.
+template <class T>
+GradcheckReport check_gradients(const Var<T>& y, const std::vector<Var<T>>& xs,
+                                const GradcheckOptions& options = {}) {
+  const GradcheckReport report = gradcheck(y, xs, options);
+  BOOST_TEST(report.passed, report.str());
+  return report;
+}
+
+// |actual - expected| <= n ulp of T at expected, for every element.
+template <class T>
+void check_ulps(const xt::xarray<T>& actual, const xt::xarray<double>& expected, int n) {
+  BOOST_TEST_REQUIRE(shapes_equal(actual.shape(), expected.shape()));
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double e = expected.data()[i];
+    const T te = static_cast<T>(e);
+    const double ulp = std::nextafter(std::abs(te), std::numeric_limits<T>::infinity()) - std::abs(te);
+    const double diff = std::abs(static_cast<double>(actual.data()[i]) - e);
+    BOOST_TEST(diff <= n * ulp, "element " << i << ": " << actual.data()[i] << " vs " << e << " ("
+                                            << diff / ulp << " ulp)");
+  }
+}
+
+}  // namespace xgrad::test

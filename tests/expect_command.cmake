@@ -1,0 +1,18 @@
+# Runs COMMAND (a ;-list) and checks its exit status RC and that stdout/stderr match the regexes
+# STDOUT/STDERR (when given). Used by ctest: cmake -DCOMMAND=... -DRC=... -P expect_command.cmake
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REPLACE "\n" " " out_line "${out}")
+string(REPLACE "\n" " " err_line "${err}")
+set(failed "")
+if(NOT "${rc}" STREQUAL "${RC}")
+  string(APPEND failed "exit status ${rc}, expected ${RC}\n")
+endif()
+if(NOT "${STDOUT}" STREQUAL "" AND NOT out_line MATCHES "${STDOUT}")
+  string(APPEND failed "stdout does not match: ${STDOUT}\n")
+endif()
+if(NOT "${STDERR}" STREQUAL "" AND NOT err_line MATCHES "${STDERR}")
+  string(APPEND failed "stderr does not match: ${STDERR}\n")
+endif()
+if(failed)
+  message(FATAL_ERROR "${COMMAND}\n${failed}--- stdout:\n${out}--- stderr:\n${err}")
+endif()

@@ -1,0 +1,101 @@
+#include "../check.hpp"
+
+using namespace xgrad;
+using xgrad::test::check_error;
+using xgrad::test::check_gradients;
+using xgrad::test::random_array;
+
+BOOST_AUTO_TEST_SUITE(matmul)
+
+BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {
+  Graph<double> g;
+  const auto a = g.input("a", {{1, 2, 3}, {4, 5, 6}});
+  const auto b = g.input("b", {{1, 0}, {0, 1}, {1, 1}});
+  const xt::xarray<double> expected = {{4, 5}, {10, 11}};
+  BOOST_TEST(xgrad::matmul(a, b).value() == expected);
+}
+
+BOOST_AUTO_TEST_CASE(transpose_flags_match_explicit_transposes) {
+  Graph<double> g;
+  const auto a = g.input("a", random_array<double>({2, 3, 4}, 1));
+  const auto b = g.input("b", random_array<double>({2, 3, 5}, 2));
+  const auto c = g.input("c", random_array<double>({2, 5, 4}, 3));
+  // a^T b: (2, 4, 3) x (2, 3, 5); a c^T... shapes chosen so every flag pair is valid
+  BOOST_TEST(xgrad::matmul(a, b, true, false).value() == xgrad::matmul(xgrad::transpose(a), b).value());
+  BOOST_TEST(xgrad::matmul(c, a, false, true).value() == xgrad::matmul(c, xgrad::transpose(a)).value());
+  BOOST_TEST(xgrad::matmul(c, b, true, true).value() == xgrad::matmul(xgrad::transpose(c), xgrad::transpose(b)).value());
+}
+
+BOOST_AUTO_TEST_CASE(batch_axes_multiply_slice_by_slice) {
+  Graph<double> g;
+  const auto a = g.input("a", random_array<double>({2, 3, 2, 4}, 4));
+  const auto b = g.input("b", random_array<double>({2, 3, 4, 5}, 5));
+  const auto y = xgrad::matmul(a, b);
+  BOOST_TEST(y.value().shape() == (xt::svector<std::size_t>{2, 3, 2, 5}), boost::test_tools::per_element());
+  for (std::size_t i = 0; i < 2; ++i) {
+    for (std::size_t j = 0; j < 3; ++j) {
+      for (std::size_t r = 0; r < 2; ++r) {
+        for (std::size_t c = 0; c < 5; ++c) {
+          double s = 0;
+          for (std::size_t k = 0; k < 4; ++k) s += a.value()(i, j, r, k) * b.value()(i, j, k, c);
+          BOOST_TEST(y.value()(i, j, r, c) == s, boost::test_tools::tolerance(1e-12));
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(empty_inner_axis_gives_zeros) {
+  Graph<double> g;
+  const auto a = g.input("a", xt::xarray<double>::from_shape({2, 0}));
+  const auto b = g.input("b", xt::xarray<double>::from_shape({0, 3}));
+  const xt::xarray<double> zeros = xt::zeros<double>({2, 3});
+  BOOST_TEST(xgrad::matmul(a, b).value() == zeros);
+}
+
+BOOST_AUTO_TEST_CASE(vjp_matches_finite_differences) {
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      Graph<double> g;
+      const auto a = g.input("a", random_array<double>(ta ? Shape{2, 4, 3} : Shape{2, 3, 4}, 6));
+      const auto b = g.input("b", random_array<double>(tb ? Shape{2, 5, 4} : Shape{2, 4, 5}, 7));
+      check_gradients(xgrad::matmul(a, b, ta, tb), {a, b});
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(second_order_matches_finite_differences) {
+  Graph<double> g;
+  const auto a = g.input("a", random_array<double>({3, 4}, 8));
+  const auto b = g.input("b", random_array<double>({4, 2}, 9));
+  const auto y = xgrad::matmul(a, b);
+  const auto u = g.input("u", random_array<double>({3, 2}, 10));
+  const auto grads = grad(y, {a, b}, u);
+  check_gradients(grads[0], {a, b, u});
+  check_gradients(grads[1], {a, b, u});
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
+  Graph<double> g;
+  const auto a = g.input("a", xt::zeros<double>({2, 3}));
+  const auto b = g.input("b", xt::zeros<double>({4, 5}));
+  const auto v = g.input("v", xt::zeros<double>({3}));
+  const auto c = g.input("c", xt::zeros<double>({2, 3, 4}));
+  const auto d = g.input("d", xt::zeros<double>({3, 4, 5}));
+  const auto e = g.input("e", xt::zeros<double>({3, 4}));
+  check_error([&] { xgrad::matmul(a, b); }, {"matmul (node 6)", "inner sizes differ", "a is (2, 3)", "b is (4, 5)"});
+  check_error([&] { xgrad::matmul(a, b, true); }, {"inner sizes differ", "(2, 3)", "(4, 5)", "a transposed"});
+  check_error([&] { xgrad::matmul(v, a); }, {"rank >= 2", "a is (3,)"});
+  check_error([&] { xgrad::matmul(c, d); }, {"batch axes differ", "(2, 3, 4)", "(3, 4, 5)"});
+  check_error([&] { xgrad::matmul(c, e); }, {"batch axes differ", "(2, 3, 4)", "(3, 4)"});
+  BOOST_TEST(g.size() == 6u);  // a rejected node is not added
+}
+
+BOOST_AUTO_TEST_CASE(attrs_hold_the_flags) {
+  Graph<float> g;
+  const auto a = g.input("a", xt::zeros<float>({2, 2}));
+  const auto y = xgrad::matmul(a, a, true, false);
+  BOOST_TEST(y.node().op->attrs().dump() == R"({"transpose_a":true,"transpose_b":false})");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
