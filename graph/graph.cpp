@@ -15,6 +15,13 @@ const char* role_name(Role role) {
   return "?";
 }
 
+std::optional<Role> role_from_name(const std::string& name) {
+  for (Role r : {Role::input, Role::parameter, Role::constant, Role::forward, Role::backward}) {
+    if (name == role_name(r)) return r;
+  }
+  return std::nullopt;
+}
+
 template <>
 const char* dtype_name<float>() { return "float32"; }
 template <>
@@ -110,6 +117,18 @@ void Graph<T>::check_var(const Var<T>& v, const char* what) const {
                 ") belongs to another graph; ops combine Vars of one graph only");
   }
   node(v.id());
+}
+
+template <class T>
+void Graph<T>::set_output(std::string name, const Var<T>& v) {
+  check_var(v, ("set_output: '" + name + "'").c_str());
+  m_outputs[std::move(name)] = v.id();
+}
+
+template <class T>
+void Graph<T>::set_grad(std::string name, const Var<T>& v) {
+  check_var(v, ("set_grad: '" + name + "'").c_str());
+  m_grads[std::move(name)] = v.id();
 }
 
 template <class T>

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <deque>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@ class Graph;
 // or by gradient accumulation while grad() ran.
 enum class Role { input, parameter, constant, forward, backward };
 const char* role_name(Role role);
+std::optional<Role> role_from_name(const std::string& name);  // the inverse; nullopt if unknown
 
 template <class T>
 struct Node {
@@ -89,6 +91,12 @@ class Graph {
   // Re-runs every non-leaf node's forward in id order, reusing the nodes' buffers.
   void replay();
 
+  // Names for exports: "outputs" and "grads" of the JSON format. A name set again is replaced.
+  void set_output(std::string name, const Var<T>& v);
+  void set_grad(std::string name, const Var<T>& v);
+  const std::map<std::string, std::size_t>& outputs() const { return m_outputs; }
+  const std::map<std::string, std::size_t>& grads() const { return m_grads; }
+
   std::size_t size() const { return m_nodes.size(); }
   const Node<T>& node(std::size_t id) const;
   Var<T> var(std::size_t id);
@@ -118,6 +126,7 @@ class Graph {
 
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
   std::optional<std::size_t> m_backward_of;
+  std::map<std::string, std::size_t> m_outputs, m_grads;
 };
 
 // A matrix from its rows, {{a, b}, {c, d}}, or a column, {{a}, {b}} (which xarray's own

@@ -16,6 +16,9 @@ class Var;
 
 using Shape = std::vector<std::size_t>;
 
+// JSON as xgrad reads and writes it: keys keep the order they were written in.
+using Json = nlohmann::ordered_json;
+
 // The values of a node's inputs, in order.
 template <class T>
 using Args = std::vector<const xt::xarray<T>*>;
@@ -46,8 +49,8 @@ class Op {
   // Builds, as ordinary nodes of the same graph, one gradient per input (empty if not wanted).
   virtual std::vector<Var<float>> vjp(const VjpArgs<float>& a) const = 0;
   virtual std::vector<Var<double>> vjp(const VjpArgs<double>& a) const = 0;
-  // Typed attributes, for export; {} when the op has none.
-  virtual nlohmann::json attrs() const { return nlohmann::json::object(); }
+  // Typed attributes, for export; {} when the op has none. The op's factory reads them back.
+  virtual Json attrs() const { return Json::object(); }
 };
 
 // Routes both dtypes to one pair of member templates of Derived:

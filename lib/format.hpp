@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <xtensor/xarray.hpp>
 
@@ -11,5 +12,9 @@ namespace xgrad {
 // as nan, inf, -inf; a scalar as its value.
 template <class T>
 std::string format_array(const xt::xarray<T>& a, int precision = 6);
+
+// The multi-index of element `flat` of a row-major array of this shape, and its text "[0, 1]".
+std::vector<std::size_t> unravel_index(std::size_t flat, const xt::svector<std::size_t, 4>& shape);
+std::string index_str(const std::vector<std::size_t>& index);
 
 }  // namespace xgrad

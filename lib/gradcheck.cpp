@@ -9,6 +9,7 @@
 
 #include <xtensor/xbuilder.hpp>
 
+#include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
 
 namespace xgrad {
@@ -28,21 +29,6 @@ double default_atol(const std::string& dtype) { return dtype == "float32" ? 1e-4
 double default_rtol(const std::string& dtype) { return dtype == "float32" ? 1e-3 : 1e-5; }
 
 namespace {
-
-std::vector<std::size_t> unravel(std::size_t flat, const xt::svector<std::size_t, 4>& shape) {
-  std::vector<std::size_t> index(shape.size());
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    index[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-  return index;
-}
-
-std::string index_str(const std::vector<std::size_t>& index) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < index.size(); ++i) s += (i ? ", " : "") + std::to_string(index[i]);
-  return s + "]";
-}
 
 // How far past its tolerance an entry is: <= 1 passes; NaN counts as infinitely bad.
 double badness(const GradcheckEntry& e, double atol, double rtol) {
@@ -192,8 +178,8 @@ GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs, const 
         const xt::xarray<double> column = directional(i, d);
         for (std::size_t o = 0; o < m; ++o) {
           GradcheckEntry e = report.inputs[i];
-          e.index = unravel(j, x_shape);
-          e.output_index = unravel(o, y_shape);
+          e.index = unravel_index(j, x_shape);
+          e.output_index = unravel_index(o, y_shape);
           e.analytic = jacobians[i](o, j);
           e.numeric = column.data()[o];
           comparer.compare(std::move(e));

@@ -4,14 +4,17 @@
 
 #include <xgrad/graph/error.hpp>
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/lib/array_io.hpp>
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
+#include <xgrad/lib/graph_io.hpp>
 #include <xgrad/lib/gradcheck.hpp>
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>

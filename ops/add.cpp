@@ -3,6 +3,7 @@
 // saves:   nothing.
 #include <xgrad/ops/add.hpp>
 
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
@@ -41,6 +42,11 @@ class AddOp final : public OpFor<AddOp> {
 template <class T>
 Var<T> add(const Var<T>& a, const Var<T>& b) {
   return a.graph().apply(std::make_shared<AddOp>(), {a, b});
+}
+
+std::shared_ptr<const Op> make_add_op(const JsonCursor& attrs) {
+  attrs.check_object({});
+  return std::make_shared<AddOp>();
 }
 
 template Var<float> add(const Var<float>&, const Var<float>&);

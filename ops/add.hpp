@@ -2,6 +2,7 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -9,5 +10,8 @@ namespace xgrad {
 // sum the gradient contributions of a node used more than once.
 template <class T>
 Var<T> add(const Var<T>& a, const Var<T>& b);
+
+// The op from its exported attributes (ops/registry).
+std::shared_ptr<const Op> make_add_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

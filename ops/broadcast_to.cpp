@@ -6,6 +6,7 @@
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xnoalias.hpp>
 
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
@@ -13,13 +14,16 @@ namespace xgrad {
 
 namespace {
 
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_shape = "shape";
+
 class BroadcastToOp final : public OpFor<BroadcastToOp> {
  public:
   explicit BroadcastToOp(Shape shape) : m_shape(std::move(shape)) {}
 
   std::string name() const override { return "broadcast_to"; }
   std::size_t arity() const override { return 1; }
-  nlohmann::json attrs() const override { return {{"shape", m_shape}}; }
+  Json attrs() const override { return {{key_shape, m_shape}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     if (!detail::broadcastable(x[0], m_shape)) {
@@ -48,6 +52,11 @@ class BroadcastToOp final : public OpFor<BroadcastToOp> {
 template <class T>
 Var<T> broadcast_to(const Var<T>& x, const Shape& shape) {
   return x.graph().apply(std::make_shared<BroadcastToOp>(shape), {x});
+}
+
+std::shared_ptr<const Op> make_broadcast_to_op(const JsonCursor& attrs) {
+  attrs.check_object({key_shape});
+  return std::make_shared<BroadcastToOp>(attrs[key_shape].shape(JsonLimits::max_elements));
 }
 
 template Var<float> broadcast_to(const Var<float>&, const Shape&);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -9,5 +10,8 @@ namespace xgrad {
 // target's or 1). Throws xgrad::error naming both shapes if x does not broadcast to it.
 template <class T>
 Var<T> broadcast_to(const Var<T>& x, const Shape& shape);
+
+// The op from its exported attributes (ops/registry).
+std::shared_ptr<const Op> make_broadcast_to_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

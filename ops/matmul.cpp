@@ -10,11 +10,16 @@
 
 #include <xtensor-blas/xblas.hpp>
 
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
 
 namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_transpose_a = "transpose_a";
+constexpr const char* key_transpose_b = "transpose_b";
 
 class MatmulOp final : public OpFor<MatmulOp> {
  public:
@@ -22,8 +27,8 @@ class MatmulOp final : public OpFor<MatmulOp> {
 
   std::string name() const override { return "matmul"; }
   std::size_t arity() const override { return 2; }
-  nlohmann::json attrs() const override {
-    return {{"transpose_a", m_ta}, {"transpose_b", m_tb}};
+  Json attrs() const override {
+    return {{key_transpose_a, m_ta}, {key_transpose_b, m_tb}};
   }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
@@ -102,6 +107,11 @@ class MatmulOp final : public OpFor<MatmulOp> {
 template <class T>
 Var<T> matmul(const Var<T>& a, const Var<T>& b, bool transpose_a, bool transpose_b) {
   return a.graph().apply(std::make_shared<MatmulOp>(transpose_a, transpose_b), {a, b});
+}
+
+std::shared_ptr<const Op> make_matmul_op(const JsonCursor& attrs) {
+  attrs.check_object({key_transpose_a, key_transpose_b});
+  return std::make_shared<MatmulOp>(attrs[key_transpose_a].boolean(), attrs[key_transpose_b].boolean());
 }
 
 template Var<float> matmul(const Var<float>&, const Var<float>&, bool, bool);

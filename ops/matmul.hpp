@@ -2,6 +2,7 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -11,5 +12,8 @@ namespace xgrad {
 // Throws xgrad::error naming both shapes if the inner sizes or the batch axes differ.
 template <class T>
 Var<T> matmul(const Var<T>& a, const Var<T>& b, bool transpose_a = false, bool transpose_b = false);
+
+// The op from its exported attributes (ops/registry).
+std::shared_ptr<const Op> make_matmul_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -3,6 +3,7 @@
 // saves:   nothing beyond its inputs a and b.
 #include <xgrad/ops/mul.hpp>
 
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
@@ -44,6 +45,11 @@ class MulOp final : public OpFor<MulOp> {
 template <class T>
 Var<T> mul(const Var<T>& a, const Var<T>& b) {
   return a.graph().apply(std::make_shared<MulOp>(), {a, b});
+}
+
+std::shared_ptr<const Op> make_mul_op(const JsonCursor& attrs) {
+  attrs.check_object({});
+  return std::make_shared<MulOp>();
 }
 
 template Var<float> mul(const Var<float>&, const Var<float>&);

@@ -3,11 +3,15 @@
 // saves:   alpha.
 #include <xgrad/ops/scale.hpp>
 
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
 
 namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_alpha = "alpha";
 
 class ScaleOp final : public OpFor<ScaleOp> {
  public:
@@ -15,7 +19,7 @@ class ScaleOp final : public OpFor<ScaleOp> {
 
   std::string name() const override { return "scale"; }
   std::size_t arity() const override { return 1; }
-  nlohmann::json attrs() const override { return {{"alpha", m_alpha}}; }
+  Json attrs() const override { return {{key_alpha, m_alpha}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
 
@@ -41,6 +45,11 @@ class ScaleOp final : public OpFor<ScaleOp> {
 template <class T>
 Var<T> scale(const Var<T>& x, double alpha) {
   return x.graph().apply(std::make_shared<ScaleOp>(alpha), {x});
+}
+
+std::shared_ptr<const Op> make_scale_op(const JsonCursor& attrs) {
+  attrs.check_object({key_alpha});
+  return std::make_shared<ScaleOp>(attrs[key_alpha].number());
 }
 
 template Var<float> scale(const Var<float>&, double);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -9,5 +10,8 @@ namespace xgrad {
 // double and rounded to T when applied.
 template <class T>
 Var<T> scale(const Var<T>& x, double alpha);
+
+// The op from its exported attributes (ops/registry).
+std::shared_ptr<const Op> make_scale_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

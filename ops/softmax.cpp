@@ -6,12 +6,16 @@
 #include <cmath>
 #include <limits>
 
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
 
 namespace xgrad {
 
 namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_axis = "axis";
 
 // One row of n elements at stride `stride`: a single max pass, one exp pass, one scale pass.
 template <class T>
@@ -34,7 +38,7 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
 
   std::string name() const override { return "softmax"; }
   std::size_t arity() const override { return 1; }
-  nlohmann::json attrs() const override { return {{"axis", m_axis}}; }
+  Json attrs() const override { return {{key_axis, m_axis}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     const std::size_t axis = detail::normalize_axis(m_axis, x[0]);
@@ -70,6 +74,11 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
 template <class T>
 Var<T> softmax(const Var<T>& x, long axis) {
   return x.graph().apply(std::make_shared<SoftmaxOp>(axis), {x});
+}
+
+std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs) {
+  attrs.check_object({key_axis});
+  return std::make_shared<SoftmaxOp>(attrs[key_axis].integer());
 }
 
 template Var<float> softmax(const Var<float>&, long);

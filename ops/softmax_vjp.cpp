@@ -6,6 +6,7 @@
 
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/scale.hpp>
@@ -14,6 +15,9 @@
 namespace xgrad {
 
 namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_axis = "axis";
 
 template <class T>
 void softmax_vjp_row(const T* y, const T* g, T* z, std::size_t n, std::size_t stride) {
@@ -28,7 +32,7 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
 
   std::string name() const override { return "softmax_vjp"; }
   std::size_t arity() const override { return 2; }
-  nlohmann::json attrs() const override { return {{"axis", m_axis}}; }
+  Json attrs() const override { return {{key_axis, m_axis}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     if (x[0] != x[1]) {
@@ -79,6 +83,11 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
 template <class T>
 Var<T> softmax_vjp(const Var<T>& y, const Var<T>& grad_out, long axis) {
   return y.graph().apply(std::make_shared<SoftmaxVjpOp>(axis), {y, grad_out});
+}
+
+std::shared_ptr<const Op> make_softmax_vjp_op(const JsonCursor& attrs) {
+  attrs.check_object({key_axis});
+  return std::make_shared<SoftmaxVjpOp>(attrs[key_axis].integer());
 }
 
 template Var<float> softmax_vjp(const Var<float>&, const Var<float>&, long);

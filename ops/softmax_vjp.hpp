@@ -2,6 +2,7 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -10,5 +11,8 @@ namespace xgrad {
 // the same shape. Throws xgrad::error naming both shapes otherwise, or if axis is out of range.
 template <class T>
 Var<T> softmax_vjp(const Var<T>& y, const Var<T>& grad_out, long axis = -1);
+
+// The op from its exported attributes (ops/registry).
+std::shared_ptr<const Op> make_softmax_vjp_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -8,11 +8,15 @@
 #include <xtensor/xreducer.hpp>
 
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
 
 namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_shape = "shape";
 
 class SumToOp final : public OpFor<SumToOp> {
  public:
@@ -20,7 +24,7 @@ class SumToOp final : public OpFor<SumToOp> {
 
   std::string name() const override { return "sum_to"; }
   std::size_t arity() const override { return 1; }
-  nlohmann::json attrs() const override { return {{"shape", m_shape}}; }
+  Json attrs() const override { return {{key_shape, m_shape}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     if (!detail::broadcastable(m_shape, x[0])) {
@@ -62,6 +66,11 @@ class SumToOp final : public OpFor<SumToOp> {
 template <class T>
 Var<T> sum_to(const Var<T>& x, const Shape& shape) {
   return x.graph().apply(std::make_shared<SumToOp>(shape), {x});
+}
+
+std::shared_ptr<const Op> make_sum_to_op(const JsonCursor& attrs) {
+  attrs.check_object({key_shape});
+  return std::make_shared<SumToOp>(attrs[key_shape].shape(JsonLimits::max_elements));
 }
 
 template Var<float> sum_to(const Var<float>&, const Shape&);

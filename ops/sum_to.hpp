@@ -2,6 +2,7 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -10,5 +11,8 @@ namespace xgrad {
 // for gradients. Throws xgrad::error naming both shapes if `shape` does not broadcast to x's.
 template <class T>
 Var<T> sum_to(const Var<T>& x, const Shape& shape);
+
+// The op from its exported attributes (ops/registry).
+std::shared_ptr<const Op> make_sum_to_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

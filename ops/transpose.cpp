@@ -3,6 +3,7 @@
 // saves:   nothing.
 #include <xgrad/ops/transpose.hpp>
 
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
@@ -46,6 +47,11 @@ class TransposeOp final : public OpFor<TransposeOp> {
 template <class T>
 Var<T> transpose(const Var<T>& x) {
   return x.graph().apply(std::make_shared<TransposeOp>(), {x});
+}
+
+std::shared_ptr<const Op> make_transpose_op(const JsonCursor& attrs) {
+  attrs.check_object({});
+  return std::make_shared<TransposeOp>();
 }
 
 template Var<float> transpose(const Var<float>&);

@@ -21,5 +21,9 @@ struct Command {
 };
 
 extern const Command example_command;
+extern const Command attention_command;
+extern const Command gradcheck_command;
+extern const Command export_command;
+extern const Command replay_command;
 
 }  // namespace xgrad::tool

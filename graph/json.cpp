@@ -1,0 +1,171 @@
+#include <xgrad/graph/json.hpp>
+
+#include <cmath>
+#include <limits>
+
+namespace xgrad {
+
+Json encode_number(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+namespace {
+
+// A SAX pass that builds nothing: it stops at the first syntax error or at nesting deeper
+// than the cap, before any DOM exists.
+class DepthCheck {
+ public:
+  explicit DepthCheck(std::size_t max_depth) : m_max(max_depth) {}
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(Json::number_integer_t) { return true; }
+  bool number_unsigned(Json::number_unsigned_t) { return true; }
+  bool number_float(Json::number_float_t, const std::string&) { return true; }
+  bool string(std::string&) { return true; }
+  bool binary(Json::binary_t&) { return true; }
+  bool key(std::string&) { return true; }
+  bool start_object(std::size_t) { return open(); }
+  bool start_array(std::size_t) { return open(); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    m_problem = std::string("not JSON: ") + e.what();
+    return false;
+  }
+
+  const std::string& problem() const { return m_problem; }
+
+ private:
+  bool open() {
+    if (++m_depth <= m_max) return true;
+    m_problem = "nested deeper than " + std::to_string(m_max) + " levels, more than the format allows";
+    return false;
+  }
+  bool close() {
+    --m_depth;
+    return true;
+  }
+
+  std::size_t m_max, m_depth = 0;
+  std::string m_problem;
+};
+
+const char* type_of(const Json& j) { return j.type_name(); }
+
+}  // namespace
+
+Json parse_json(std::string_view text, std::size_t max_depth, const std::string& what) {
+  DepthCheck check(max_depth);
+  if (!Json::sax_parse(text, &check) || !check.problem().empty()) {
+    throw error(what + ": " + (check.problem().empty() ? "not JSON" : check.problem()));
+  }
+  return Json::parse(text);
+}
+
+void JsonCursor::fail(const std::string& problem) const {
+  throw error((m_path.empty() ? std::string("top level") : m_path) + ": " + problem);
+}
+
+void JsonCursor::expect_object() const {
+  if (!m_json->is_object()) fail(std::string("expected an object, got ") + type_of(*m_json));
+}
+
+void JsonCursor::check_object(std::initializer_list<const char*> required,
+                              std::initializer_list<const char*> optional) const {
+  expect_object();
+  for (const char* key : required) {
+    if (!m_json->contains(key)) fail(std::string("missing key \"") + key + "\"");
+  }
+  for (const auto& item : m_json->items()) {
+    bool known = false;
+    for (const char* key : required) known = known || item.key() == key;
+    for (const char* key : optional) known = known || item.key() == key;
+    if (!known) JsonCursor(item.value(), m_path.empty() ? item.key() : m_path + "." + item.key()).fail("unknown key");
+  }
+}
+
+JsonCursor JsonCursor::operator[](const char* key) const {
+  expect_object();
+  const auto it = m_json->find(key);
+  if (it == m_json->end()) fail(std::string("missing key \"") + key + "\"");
+  return JsonCursor(*it, m_path.empty() ? key : m_path + "." + key);
+}
+
+std::optional<JsonCursor> JsonCursor::find(const char* key) const {
+  expect_object();
+  const auto it = m_json->find(key);
+  if (it == m_json->end()) return std::nullopt;
+  return JsonCursor(*it, m_path.empty() ? key : m_path + "." + key);
+}
+
+std::size_t JsonCursor::array_size() const {
+  if (!m_json->is_array()) fail(std::string("expected an array, got ") + type_of(*m_json));
+  return m_json->size();
+}
+
+JsonCursor JsonCursor::operator[](std::size_t index) const {
+  if (index >= array_size()) fail("no element " + std::to_string(index));
+  return JsonCursor((*m_json)[index], m_path + "[" + std::to_string(index) + "]");
+}
+
+std::string JsonCursor::string() const {
+  if (!m_json->is_string()) fail(std::string("expected a string, got ") + type_of(*m_json));
+  return m_json->get<std::string>();
+}
+
+bool JsonCursor::boolean() const {
+  if (!m_json->is_boolean()) fail(std::string("expected true or false, got ") + type_of(*m_json));
+  return m_json->get<bool>();
+}
+
+long JsonCursor::integer() const {
+  if (m_json->is_number_unsigned()) {
+    const auto u = m_json->get<Json::number_unsigned_t>();
+    if (u > static_cast<Json::number_unsigned_t>(std::numeric_limits<long>::max())) fail("integer out of range");
+    return static_cast<long>(u);
+  }
+  if (m_json->is_number_float()) fail("expected an integer, got " + m_json->dump());
+  if (!m_json->is_number_integer()) fail(std::string("expected an integer, got ") + type_of(*m_json));
+  return m_json->get<long>();
+}
+
+std::size_t JsonCursor::index() const {
+  const long i = integer();
+  if (i < 0) fail("expected a non-negative integer, got " + std::to_string(i));
+  return static_cast<std::size_t>(i);
+}
+
+double JsonCursor::number() const {
+  if (m_json->is_number()) return m_json->get<double>();
+  if (m_json->is_string()) {
+    const auto& s = m_json->get_ref<const std::string&>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    fail("expected a number or \"nan\", \"inf\", \"-inf\", got the string \"" + s.substr(0, 32) +
+         (s.size() > 32 ? "...\"" : "\""));
+  }
+  fail(std::string("expected a number, got ") + type_of(*m_json));
+}
+
+Shape JsonCursor::shape(std::size_t max_elements) const {
+  const std::size_t rank = array_size();
+  Shape shape;
+  std::size_t count = 1;
+  for (std::size_t i = 0; i < rank; ++i) {
+    const std::size_t d = (*this)[i].index();
+    // Checked before multiplying, so the product never overflows; each axis is bounded too, so
+    // that strides of a shape with a 0 elsewhere cannot overflow either.
+    if (d > max_elements || (d != 0 && count > max_elements / d)) {
+      fail("more than " + std::to_string(max_elements) + " elements");
+    }
+    count *= d;
+    shape.push_back(d);
+  }
+  return shape;
+}
+
+}  // namespace xgrad

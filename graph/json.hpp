@@ -1,0 +1,64 @@
+// JSON helpers for the graph format: a cursor that checks types and names the JSON path of the
+// first problem, the encoding of numbers (non-finite values as strings), and a depth-capped parse.
+#pragma once
+
+#include <cstddef>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <xgrad/graph/error.hpp>
+#include <xgrad/graph/op.hpp>
+
+namespace xgrad {
+
+// The graph format's limits. An import rejects deeper nesting before parsing, and any array
+// (a node, a shape attribute) of more than max_elements elements before allocating it.
+struct JsonLimits {
+  static constexpr std::size_t max_depth = 5;
+  static constexpr std::size_t max_elements = std::size_t(1) << 28;
+};
+
+// A number as JSON: itself if finite, else the string "nan", "inf" or "-inf" (nlohmann would
+// write null). dump() then round-trips every double bit for bit, -0.0 and subnormals included.
+Json encode_number(double x);
+
+// Parses text as JSON, first rejecting nesting deeper than max_depth without building anything
+// (a DOM's dump, copy and comparison recurse once per level). Throws xgrad::error naming `what`
+// and the byte offset: "graph JSON: not JSON: ... at byte 17", "...: nested deeper than 5 levels".
+Json parse_json(std::string_view text, std::size_t max_depth, const std::string& what);
+
+// A position in a JSON document: the value and its path ("nodes[4].inputs[1]"). Every accessor
+// checks the type and throws xgrad::error("<path>: <problem>") on the first mismatch.
+class JsonCursor {
+ public:
+  JsonCursor(const Json& json, std::string path) : m_json(&json), m_path(std::move(path)) {}
+
+  const Json& json() const { return *m_json; }
+  const std::string& path() const { return m_path; }
+  [[noreturn]] void fail(const std::string& problem) const;
+
+  void expect_object() const;  // of any keys
+  // An object with all the keys `required` and no others than those and `optional`.
+  void check_object(std::initializer_list<const char*> required,
+                    std::initializer_list<const char*> optional = {}) const;
+  JsonCursor operator[](const char* key) const;        // a key that must be present
+  std::optional<JsonCursor> find(const char* key) const;
+  std::size_t array_size() const;                        // checks that it is an array
+  JsonCursor operator[](std::size_t index) const;        // element of an array
+
+  std::string string() const;
+  bool boolean() const;
+  long integer() const;          // a JSON integer (not 2.0, not "2")
+  std::size_t index() const;     // a non-negative JSON integer
+  double number() const;         // a number, or "nan", "inf", "-inf"
+  // An array of non-negative integers whose product (the element count) is at most max_elements.
+  Shape shape(std::size_t max_elements) const;
+
+ private:
+  const Json* m_json;
+  std::string m_path;
+};
+
+}  // namespace xgrad

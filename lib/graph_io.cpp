@@ -1,0 +1,132 @@
+#include <xgrad/lib/graph_io.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+#include <xgrad/ops/registry.hpp>
+
+namespace xgrad {
+
+namespace {
+
+const std::string what = "graph JSON";
+
+// A DOT double-quoted string: quotes and backslashes escaped, line breaks as \n.
+std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// One line of attributes: "alpha=0.707107", "axis=-1", "transpose_b" (true flags by name only).
+std::string attrs_line(const Json& attrs) {
+  std::string line;
+  for (const auto& item : attrs.items()) {
+    const Json& v = item.value();
+    if (v.is_boolean() && !v.get<bool>()) continue;
+    if (!line.empty()) line += ", ";
+    line += item.key();
+    if (v.is_boolean()) continue;
+    if (v.is_number_float()) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
+      line += std::string("=") + buf;
+    } else {
+      line += "=" + v.dump();
+    }
+  }
+  return line;
+}
+
+}  // namespace
+
+template <class T>
+Json to_json(const Graph<T>& graph, ExportValues values) {
+  return graph_to_json(graph, values);
+}
+
+Json parse_graph_json(std::string_view text) { return parse_json(text, JsonLimits::max_depth, what); }
+
+template <class T>
+std::unique_ptr<Graph<T>> graph_from_json(const Json& json) {
+  auto graph = std::make_unique<Graph<T>>();
+  try {
+    graph_from_json(json, make_op, *graph);
+  } catch (const error& e) {
+    throw error(what + ": " + e.what());
+  }
+  return graph;
+}
+
+template <class T>
+std::unique_ptr<Graph<T>> graph_from_json(std::string_view text) {
+  return graph_from_json<T>(parse_graph_json(text));
+}
+
+template <class T>
+std::string to_dot(const Graph<T>& g) {
+  std::ostringstream out;
+  out << "digraph xgrad {\n"
+         "  rankdir=TB;\n"
+         "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=10];\n"
+         "  edge [color=\"#555555\"];\n";
+  const auto box = [&](std::size_t i) {
+    const Node<T>& n = g.node(i);
+    std::string label = n.op_name();
+    if (!n.name.empty()) label += "\n" + n.name;
+    if (n.op && !attrs_line(n.op->attrs()).empty()) label += "\n" + attrs_line(n.op->attrs());
+    label += "\n" + shape_str(n.value.shape());
+    out << "    n" << i << " [label=\"" << dot_escape(label) << "\"";
+    if (n.is_leaf()) out << ", fillcolor=\"#dbe9f6\"";
+    out << "];\n";
+  };
+  out << "  subgraph cluster_forward {\n    label=\"forward\"; color=\"#999999\";\n";
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (!g.node(i).grad_of) box(i);
+  }
+  out << "  }\n  subgraph cluster_backward {\n"
+         "    label=\"backward\"; style=filled; fillcolor=\"#fdf1e4\"; color=\"#e6a15c\";\n";
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (g.node(i).grad_of) box(i);
+  }
+  out << "  }\n";
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    for (std::size_t in : g.node(i).inputs) out << "  n" << in << " -> n" << i << ";\n";
+  }
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (const auto of = g.node(i).grad_of) {
+      out << "  n" << i << " -> n" << *of
+          << " [style=dashed, color=\"#e6a15c\", arrowhead=empty, constraint=false];\n";
+    }
+  }
+  // Named outputs and gradients: a plain label tied to the node by a dotted line.
+  const auto names = [&](const std::map<std::string, std::size_t>& m, const std::string& kind) {
+    for (const auto& [name, id] : m) {
+      const std::string label = dot_escape(kind + " " + name);
+      out << "  \"" << label << "\" [shape=plaintext, style=\"\"];\n  n" << id << " -> \"" << label
+          << "\" [style=dotted, arrowhead=none];\n";
+    }
+  };
+  names(g.outputs(), "output");
+  names(g.grads(), "grad");
+  out << "}\n";
+  return out.str();
+}
+
+#define XGRAD_INSTANTIATE_GRAPH_IO(T)                                          \
+  template Json to_json(const Graph<T>&, ExportValues);                       \
+  template std::unique_ptr<Graph<T>> graph_from_json<T>(const Json&);         \
+  template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view);    \
+  template std::string to_dot(const Graph<T>&);
+XGRAD_INSTANTIATE_GRAPH_IO(float)
+XGRAD_INSTANTIATE_GRAPH_IO(double)
+#undef XGRAD_INSTANTIATE_GRAPH_IO
+
+}  // namespace xgrad

@@ -1,0 +1,37 @@
+// Graph export and import: JSON (the format of graph/serialize.hpp) and Graphviz DOT.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/serialize.hpp>
+
+namespace xgrad {
+
+// The graph, forward and backward nodes alike, with the values asked for. dump() it for text:
+// numbers are written in their shortest round-trip form.
+template <class T>
+Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
+
+// Parses and rebuilds an exported graph. Leaves take their stored values (zeros when the export
+// had values = none); every other node is recomputed from them, so export -> import -> replay ->
+// export gives the same string when the values were exported. Throws xgrad::error naming the
+// JSON path of the first problem ("graph JSON: nodes[4].inputs[1]: refers to node 7, which is
+// not before node 4"); the text is checked for nesting deeper than the format before parsing.
+template <class T>
+std::unique_ptr<Graph<T>> graph_from_json(std::string_view text);
+template <class T>
+std::unique_ptr<Graph<T>> graph_from_json(const Json& json);
+
+// Parses graph JSON text with the format's depth cap; the dtype is then json["dtype"].
+Json parse_graph_json(std::string_view text);
+
+// Graphviz DOT: one box per node (op, name, shape), inputs as edges, forward nodes in one
+// cluster and backward nodes in another (shaded), a dashed edge from each backward node to the
+// node it belongs to (grad_of). Render with `dot -Tsvg`.
+template <class T>
+std::string to_dot(const Graph<T>& graph);
+
+}  // namespace xgrad

@@ -1,0 +1,53 @@
+#include <xgrad/ops/registry.hpp>
+
+#include <algorithm>
+
+#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/matmul.hpp>
+#include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/softmax.hpp>
+#include <xgrad/ops/softmax_vjp.hpp>
+#include <xgrad/ops/sum_to.hpp>
+#include <xgrad/ops/transpose.hpp>
+
+namespace xgrad {
+
+namespace {
+
+struct Entry {
+  const char* name;
+  std::shared_ptr<const Op> (*make)(const JsonCursor& attrs);
+};
+
+// Every op, by the name its name() returns. An op added to ops/ is added here.
+const Entry registry[] = {
+    {"add", make_add_op},
+    {"broadcast_to", make_broadcast_to_op},
+    {"matmul", make_matmul_op},
+    {"mul", make_mul_op},
+    {"scale", make_scale_op},
+    {"softmax", make_softmax_op},
+    {"softmax_vjp", make_softmax_vjp_op},
+    {"sum_to", make_sum_to_op},
+    {"transpose", make_transpose_op},
+};
+
+}  // namespace
+
+std::shared_ptr<const Op> make_op(const std::string& name, const JsonCursor& attrs) {
+  for (const Entry& e : registry) {
+    if (name == e.name) return e.make(attrs);
+  }
+  return nullptr;
+}
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> names;
+  for (const Entry& e : registry) names.emplace_back(e.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace xgrad

@@ -1,0 +1,76 @@
+// xgrad attention: the output and the gradients of attention for arrays in files.
+#include <cstdio>
+#include <filesystem>
+
+#include <xgrad/xgrad.hpp>
+
+#include "cli.hpp"
+
+namespace xgrad::tool {
+
+namespace {
+
+const char* const help =
+    "usage: xgrad attention --q Q --k K --v V [--grad-output G] [--dtype float32|float64] [--out DIR]\n"
+    "\n"
+    "Computes out = softmax(q k^T / sqrt(d_k)) v and the gradients of sum(grad_output * out)\n"
+    "w.r.t. q, k and v. Arrays are .npy or .json files (nested arrays), by extension:\n"
+    "  q (B..., T_q, d_k), k (B..., T_k, d_k), v (B..., T_k, d_v), grad_output (B..., T_q, d_v).\n"
+    "\n"
+    "  --grad-output G   the gradient w.r.t. the output (default: ones, the gradient of sum(out))\n"
+    "  --dtype D         compute in float32 or float64 (default: the dtype of the input files;\n"
+    "                    JSON files are float64)\n"
+    "  --out DIR         write output.npy, grad_q.npy, grad_k.npy, grad_v.npy in DIR (created if\n"
+    "                    missing); without it, print one JSON object\n"
+    "                    {\"output\": ..., \"grad_q\": ..., \"grad_k\": ..., \"grad_v\": ...} to stdout.\n"
+    "                    Non-finite values are the strings \"nan\", \"inf\", \"-inf\".\n"
+    "\n"
+    "Files are written whole or not at all, and never over an input file.\n"
+    "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
+
+template <class T>
+int run_attention(const Options& o, const AttentionInputs& in) {
+  Graph<T> g;
+  const Var<T> q = g.input("q", xt::cast<T>(in.q));
+  const Var<T> k = g.input("k", xt::cast<T>(in.k));
+  const Var<T> v = g.input("v", xt::cast<T>(in.v));
+  const Var<T> out = attention(q, k, v);
+  std::vector<std::string> inputs = in.files;
+  std::vector<Var<T>> grads;
+  if (const auto path = o.get("--grad-output")) {
+    grads = grad(out, {q, k, v}, xt::xarray<T>(xt::cast<T>(read_array(*path).values)));
+    inputs.push_back(*path);
+  } else {
+    grads = grad(out, {q, k, v});
+  }
+  const std::pair<const char*, const Var<T>*> results[] = {
+      {"output", &out}, {"grad_q", &grads[0]}, {"grad_k", &grads[1]}, {"grad_v", &grads[2]}};
+
+  if (const auto dir = o.get("--out")) {
+    std::error_code ec;
+    std::filesystem::create_directories(*dir, ec);
+    if (!std::filesystem::is_directory(*dir)) throw error(*dir + ": cannot create the output directory");
+    for (const auto& [name, var] : results) {
+      const std::string path = (std::filesystem::path(*dir) / (std::string(name) + ".npy")).string();
+      write_file_atomically(path, inputs, [&](const std::string& temp) { write_npy(temp, var->value()); });
+    }
+    return 0;
+  }
+  Json j = Json::object();
+  for (const auto& [name, var] : results) j[name] = array_to_json(var->value());
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+int run(const std::vector<std::string>& args) {
+  const Options o(args, {{"--q", true}, {"--k", true}, {"--v", true}, {"--dtype", true},
+                         {"--grad-output", true}, {"--out", true}});
+  const AttentionInputs in = attention_inputs(o, false);
+  return with_dtype(in.dtype, [&](auto tag) { return run_attention<decltype(tag)>(o, in); });
+}
+
+}  // namespace
+
+const Command attention_command = {"attention", "output and gradients of attention for q, k, v files", help, run};
+
+}  // namespace xgrad::tool

@@ -1,0 +1,150 @@
+#include "cli.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xgrad/xgrad.hpp>
+
+namespace xgrad::tool {
+
+Options::Options(const std::vector<std::string>& args, std::initializer_list<OptionSpec> specs,
+                 std::size_t max_positional) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.size() > 1 && a[0] == '-') {
+      const OptionSpec* spec = nullptr;
+      for (const auto& s : specs) {
+        if (a == s.name) spec = &s;
+      }
+      if (!spec) throw usage_error("unknown option '" + a + "'");
+      if (has(a)) throw usage_error("option " + a + " given twice");
+      if (spec->takes_value) {
+        if (i + 1 >= args.size()) throw usage_error("option " + a + " needs a value");
+        m_values[a] = args[++i];
+      } else {
+        m_values[a] = "";
+      }
+    } else {
+      if (m_positional.size() == max_positional) throw usage_error("unexpected argument '" + a + "'");
+      m_positional.push_back(a);
+    }
+  }
+}
+
+std::optional<std::string> Options::get(const std::string& name) const {
+  const auto it = m_values.find(name);
+  if (it == m_values.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Options::choice(const std::string& name, std::initializer_list<const char*> choices,
+                            const std::string& fallback) const {
+  const auto value = get(name);
+  if (!value) return fallback;
+  std::string list;
+  for (const char* c : choices) {
+    if (*value == c) return *value;
+    list += std::string(list.empty() ? "" : "|") + c;
+  }
+  throw usage_error(name + " must be " + list + ", not '" + *value + "'");
+}
+
+namespace {
+
+std::uint64_t parse_unsigned(const std::string& option, const std::string& text, std::uint64_t max) {
+  std::uint64_t v = 0;
+  if (text.empty()) throw usage_error(option + " needs a non-negative integer, got ''");
+  for (char c : text) {
+    if (c < '0' || c > '9') throw usage_error(option + " needs a non-negative integer, got '" + text + "'");
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (v > (max - digit) / 10) throw usage_error(option + " value '" + text + "' is larger than " + std::to_string(max));
+    v = v * 10 + digit;
+  }
+  return v;
+}
+
+xt::xarray<double> normal_array(std::size_t rows, std::size_t cols, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal;
+  xt::xarray<double> a = xt::xarray<double>::from_shape({rows, cols});
+  for (auto& x : a) x = normal(rng);
+  return a;
+}
+
+}  // namespace
+
+AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
+  AttentionInputs in;
+  const bool files = o.has("--q") || o.has("--k") || o.has("--v");
+  if (allow_shape && o.has("--shape")) {
+    if (files) throw usage_error("give either --q --k --v or --shape, not both");
+    const std::string text = *o.get("--shape");
+    std::vector<std::size_t> dims;
+    std::size_t start = 0;
+    for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1) {
+      dims.push_back(parse_unsigned("--shape", text.substr(start, comma - start), 1 << 16));
+    }
+    dims.push_back(parse_unsigned("--shape", text.substr(start), 1 << 16));
+    if (dims.size() != 4) throw usage_error("--shape needs TQ,TK,DK,DV (four integers), got '" + text + "'");
+    const std::uint64_t seed = o.has("--seed") ? parse_unsigned("--seed", *o.get("--seed"), UINT64_MAX) : 0;
+    std::mt19937_64 rng(seed);
+    in.q = normal_array(dims[0], dims[2], rng);
+    in.k = normal_array(dims[1], dims[2], rng);
+    in.v = normal_array(dims[1], dims[3], rng);
+    in.dtype = "float64";
+  } else {
+    if (o.has("--seed")) throw usage_error("--seed goes with --shape");
+    for (const char* name : {"--q", "--k", "--v"}) {
+      if (!o.has(name)) {
+        throw usage_error(std::string("missing ") + name + (allow_shape ? " (give --q --k --v, or --shape)" : ""));
+      }
+    }
+    std::string dtypes;
+    for (auto [name, target] : {std::pair{"--q", &in.q}, std::pair{"--k", &in.k}, std::pair{"--v", &in.v}}) {
+      const std::string path = *o.get(name);
+      StoredArray a = read_array(path);
+      *target = std::move(a.values);
+      in.files.push_back(path);
+      if (in.dtype.empty()) in.dtype = a.dtype;
+      else if (in.dtype != a.dtype && !o.has("--dtype")) {
+        throw error(path + ": is " + a.dtype + " but the inputs before it are " + in.dtype +
+                    "; pass --dtype to compute in one");
+      }
+    }
+  }
+  in.dtype = o.choice("--dtype", {"float32", "float64"}, in.dtype);
+  return in;
+}
+
+void write_file_atomically(const std::string& path, const std::vector<std::string>& inputs,
+                           const std::function<void(const std::string&)>& write) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& input : inputs) {
+    if (fs::exists(path, ec) && fs::equivalent(path, input, ec)) {
+      throw error(path + ": is an input file; refusing to overwrite it");
+    }
+  }
+  const fs::path target(path);
+  std::string temp = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
+  const int fd = mkstemp(temp.data());
+  if (fd < 0) throw error(path + ": cannot create a file in its directory");
+  close(fd);
+  try {
+    write(temp);
+    const mode_t mask = umask(0);  // mkstemp made it 0600; give it the usual umask-based mode
+    umask(mask);
+    fs::permissions(temp, static_cast<fs::perms>(0666 & ~mask));
+    fs::rename(temp, target);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove(temp, ec);
+    throw error(path + ": cannot write it: " + e.code().message());
+  } catch (...) {
+    fs::remove(temp, ec);
+    throw;
+  }
+}
+
+}  // namespace xgrad::tool

@@ -1,0 +1,78 @@
+// xgrad export: the attention graph, backward included, as JSON or Graphviz DOT.
+#include <cstdio>
+#include <fstream>
+
+#include <xgrad/xgrad.hpp>
+
+#include "cli.hpp"
+
+namespace xgrad::tool {
+
+namespace {
+
+const char* const help =
+    "usage: xgrad export (--q Q --k K --v V | --shape TQ,TK,DK,DV [--seed N]) [--dtype float32|float64]\n"
+    "                    [--format json|dot] [--values none|inputs|all] [--no-backward] [-o FILE]\n"
+    "\n"
+    "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
+    "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out.\n"
+    "\n"
+    "  --q Q --k K --v V   input arrays, .npy or .json\n"
+    "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal\n"
+    "  --seed N            seed of the random inputs (default 0)\n"
+    "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
+    "  --format F          json (default): the xgrad-graph format, version 1, which `xgrad replay`\n"
+    "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg)\n"
+    "  --values V          JSON only: the node values to include: none, inputs (the leaves, enough\n"
+    "                      to replay), all (default)\n"
+    "  --no-backward       the forward graph only\n"
+    "  -o FILE             write FILE (whole or not at all, never over an input) instead of stdout\n"
+    "\n"
+    "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
+
+template <class T>
+int run_export(const Options& o, const AttentionInputs& in) {
+  Graph<T> g;
+  const Var<T> q = g.input("q", xt::cast<T>(in.q));
+  const Var<T> k = g.input("k", xt::cast<T>(in.k));
+  const Var<T> v = g.input("v", xt::cast<T>(in.v));
+  const Var<T> out = attention(q, k, v);
+  g.set_output("out", out);
+  if (!o.has("--no-backward")) {
+    const auto grads = grad(out, {q, k, v});
+    g.set_grad("q", grads[0]);
+    g.set_grad("k", grads[1]);
+    g.set_grad("v", grads[2]);
+  }
+  const std::string format = o.choice("--format", {"json", "dot"}, "json");
+  const std::string values = o.choice("--values", {"none", "inputs", "all"}, "all");
+  if (format == "dot" && o.has("--values")) throw usage_error("--values applies to --format json only");
+  const ExportValues ev = values == "none" ? ExportValues::none : values == "inputs" ? ExportValues::inputs : ExportValues::all;
+  const std::string text = format == "dot" ? to_dot(g) : to_json(g, ev).dump() + "\n";
+
+  if (const auto path = o.get("-o")) {
+    write_file_atomically(*path, in.files, [&](const std::string& temp) {
+      std::ofstream f(temp, std::ios::binary);
+      f << text;
+      f.close();
+      if (!f) throw error(*path + ": cannot write it");
+    });
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  return 0;
+}
+
+int run(const std::vector<std::string>& args) {
+  const Options o(args, {{"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true},
+                         {"--dtype", true}, {"--format", true}, {"--values", true}, {"--no-backward", false},
+                         {"-o", true}});
+  const AttentionInputs in = attention_inputs(o, true);
+  return with_dtype(in.dtype, [&](auto tag) { return run_export<decltype(tag)>(o, in); });
+}
+
+}  // namespace
+
+const Command export_command = {"export", "the attention graph, backward included, as JSON or DOT", help, run};
+
+}  // namespace xgrad::tool
