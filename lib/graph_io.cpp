@@ -55,7 +55,7 @@ Json to_json(const Graph<T>& graph, ExportValues values) {
 Json parse_graph_json(std::string_view text) { return parse_json(text, JsonLimits::max_depth, what); }
 
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_json(const Json& json) {
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json) {
   auto graph = std::make_unique<Graph<T>>();
   try {
     graph_from_json(json, make_op, *graph);
@@ -67,7 +67,7 @@ std::unique_ptr<Graph<T>> graph_from_json(const Json& json) {
 
 template <class T>
 std::unique_ptr<Graph<T>> graph_from_json(std::string_view text) {
-  return graph_from_json<T>(parse_graph_json(text));
+  return graph_from_parsed_json<T>(parse_graph_json(text));
 }
 
 template <class T>
@@ -122,7 +122,7 @@ std::string to_dot(const Graph<T>& g) {
 
 #define XGRAD_INSTANTIATE_GRAPH_IO(T)                                          \
   template Json to_json(const Graph<T>&, ExportValues);                       \
-  template std::unique_ptr<Graph<T>> graph_from_json<T>(const Json&);         \
+  template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&);  \
   template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view);    \
   template std::string to_dot(const Graph<T>&);
 XGRAD_INSTANTIATE_GRAPH_IO(float)

@@ -22,11 +22,12 @@ Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
 // not before node 4"); the text is checked for nesting deeper than the format before parsing.
 template <class T>
 std::unique_ptr<Graph<T>> graph_from_json(std::string_view text);
-template <class T>
-std::unique_ptr<Graph<T>> graph_from_json(const Json& json);
 
-// Parses graph JSON text with the format's depth cap; the dtype is then json["dtype"].
+// The same in two steps: parse_graph_json (the depth cap, then nlohmann's parser), after which
+// graph_json_dtype(json) tells which T to rebuild with graph_from_parsed_json<T>(json).
 Json parse_graph_json(std::string_view text);
+template <class T>
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json);
 
 // Graphviz DOT: one box per node (op, name, shape), inputs as edges, forward nodes in one
 // cluster and backward nodes in another (shaded), a dashed edge from each backward node to the

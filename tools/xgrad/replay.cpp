@@ -34,7 +34,7 @@ int run_replay(const std::string& path, const Json& json) {
   std::unique_ptr<Graph<T>> g;
   std::vector<std::optional<xt::xarray<T>>> stored;
   try {
-    g = graph_from_json<T>(json);
+    g = graph_from_parsed_json<T>(json);
     stored = stored_values<T>(json);
   } catch (const error& e) {
     throw error(path + ": " + e.what());

@@ -1,0 +1,237 @@
+#include "../check.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace xgrad;
+using xgrad::test::check_error;
+using xgrad::test::random_array;
+
+namespace {
+
+// q, k, v with the awkward values a round trip must keep: NaN, +-inf, -0.0, subnormals.
+template <class T>
+void build_attention(Graph<T>& g, bool backward, bool awkward) {
+  xt::xarray<T> q = random_array<T>({2, 3, 4}, 1), k = random_array<T>({2, 5, 4}, 2), v = random_array<T>({2, 5, 3}, 3);
+  if (awkward) {
+    q(0, 0, 0) = std::numeric_limits<T>::quiet_NaN();
+    q(0, 1, 0) = std::numeric_limits<T>::infinity();
+    q(0, 2, 0) = -std::numeric_limits<T>::infinity();
+    k(1, 0, 0) = T(-0.0);
+    v(1, 0, 0) = std::numeric_limits<T>::denorm_min();
+    v(1, 1, 1) = -std::numeric_limits<T>::min() / 3;
+  }
+  const auto qv = g.input("q", q), kv = g.input("k", k), vv = g.parameter("v", v);
+  const auto out = attention(qv, kv, vv);
+  g.set_output("out", out);
+  if (backward) {
+    const auto grads = grad(out, {qv, kv, vv});
+    g.set_grad("q", grads[0]);
+    g.set_grad("k", grads[1]);
+    g.set_grad("v", grads[2]);
+  }
+}
+
+template <class T>
+bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  if (!shapes_equal(a.shape(), b.shape())) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const T x = a.data()[i], y = b.data()[i];
+    if (std::isnan(x) ? !std::isnan(y) : std::memcmp(&x, &y, sizeof(T)) != 0) return false;
+  }
+  return true;
+}
+
+template <class T>
+void check_round_trip(bool backward, bool awkward) {
+  Graph<T> g;
+  build_attention(g, backward, awkward);
+  const std::string text = to_json(g, ExportValues::all).dump();
+  const auto back = graph_from_json<T>(text);
+  back->replay();
+  BOOST_TEST(to_json(*back, ExportValues::all).dump() == text);
+  BOOST_TEST_REQUIRE(back->size() == g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    BOOST_TEST(same_bits(back->node(i).value, g.node(i).value), "node " << i);
+    BOOST_TEST(back->node(i).op_name() == g.node(i).op_name());
+    BOOST_TEST((back->node(i).grad_of == g.node(i).grad_of));
+  }
+  BOOST_TEST((back->outputs() == g.outputs()));
+  BOOST_TEST((back->grads() == g.grads()));
+  // Values of leaves only are enough to replay.
+  const auto from_inputs = graph_from_json<T>(to_json(g, ExportValues::inputs).dump());
+  BOOST_TEST(to_json(*from_inputs, ExportValues::all).dump() == text);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A valid export of a small graph to corrupt: x (input), y = scale(x), z = softmax(y).
+Json small_export() {
+  Graph<double> g;
+  const auto x = g.input("x", {{1, 2}});
+  const auto z = softmax(scale(x, 0.5));
+  g.set_output("z", z);
+  return to_json(g, ExportValues::all);
+}
+
+void check_import_error(const std::function<void(Json&)>& corrupt, std::initializer_list<std::string> parts) {
+  Json j = small_export();
+  corrupt(j);
+  check_error([&] { graph_from_json<double>(j.dump()); }, parts);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(graph_io)
+
+BOOST_AUTO_TEST_CASE(round_trip_is_string_and_bit_identical) {
+  for (bool backward : {false, true}) {
+    for (bool awkward : {false, true}) {
+      BOOST_TEST_CONTEXT("backward " << backward << ", awkward values " << awkward) {
+        check_round_trip<float>(backward, awkward);
+        check_round_trip<double>(backward, awkward);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(second_order_graph_round_trips) {
+  Graph<double> g;
+  const auto x = g.input("x", random_array<double>({2, 3}, 4));
+  const auto gx = grad(softmax(x), {x}, xt::xarray<double>(random_array<double>({2, 3}, 5)))[0];
+  grad(gx, {x});
+  const std::string text = to_json(g, ExportValues::all).dump();
+  BOOST_TEST(to_json(*graph_from_json<double>(text), ExportValues::all).dump() == text);
+}
+
+BOOST_AUTO_TEST_CASE(documented_example_matches_the_golden_file) {
+  // tests/data/documented_example.json: `xgrad export --q q.json --k k.json --v v.json
+  // --dtype float32` for the spec's example (values all, backward included).
+  Graph<float> g;
+  const auto q = g.input("q", {{std::log(2.0f)}, {0.0f}});
+  const auto k = g.input("k", {{1.0f}, {0.0f}});
+  const auto v = g.input("v", {{3.0f, 0.0f}, {0.0f, 6.0f}});
+  const auto out = attention(q, k, v);
+  g.set_output("out", out);
+  const auto grads = grad(out, {q, k, v});
+  g.set_grad("q", grads[0]);
+  g.set_grad("k", grads[1]);
+  g.set_grad("v", grads[2]);
+  const std::string golden = read_text(XGRAD_TEST_DATA "/documented_example.json");
+  BOOST_TEST(to_json(g, ExportValues::all).dump() + "\n" == golden);
+  const auto back = graph_from_json<float>(golden);
+  back->replay();
+  BOOST_TEST(to_json(*back, ExportValues::all).dump() + "\n" == golden);
+}
+
+BOOST_AUTO_TEST_CASE(export_holds_what_a_person_needs) {
+  Graph<double> g;
+  build_attention(g, true, false);
+  const Json j = to_json(g, ExportValues::none);
+  BOOST_TEST(j["format"] == "xgrad-graph");
+  BOOST_TEST(j["version"] == 1);
+  BOOST_TEST(j["dtype"] == "float64");
+  for (const auto& n : j["nodes"]) {
+    for (const char* key : {"id", "op", "name", "role", "inputs", "attrs", "shape"}) BOOST_TEST(n.contains(key), key);
+    BOOST_TEST(!n.contains("value"));
+    BOOST_TEST(n.contains("grad_of") == (n["role"] == "backward" || n["op"] == "constant"));
+  }
+  BOOST_TEST(j["nodes"][5]["op"] == "scale");
+  BOOST_TEST(j["nodes"][5]["attrs"]["alpha"] == 0.5);  // 1 / sqrt(d_k = 4)
+  BOOST_TEST(j["outputs"]["out"] == 7);
+  BOOST_TEST(j["grads"].size() == 3u);
+  const Json inputs = to_json(g, ExportValues::inputs);
+  for (const auto& n : inputs["nodes"]) {
+    BOOST_TEST(n.contains("value") == (n["role"] == "input" || n["role"] == "parameter" || n["role"] == "constant"));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(non_finite_numbers_are_strings) {
+  Graph<double> g;
+  const auto x = g.input("x", xt::xarray<double>{{std::nan(""), -std::numeric_limits<double>::infinity()}});
+  scale(x, std::numeric_limits<double>::infinity());
+  const std::string text = to_json(g, ExportValues::all).dump();
+  BOOST_TEST(text.find("\"data\":[\"nan\",\"-inf\"]") != std::string::npos, text);
+  BOOST_TEST(text.find("\"alpha\":\"inf\"") != std::string::npos, text);
+  BOOST_TEST(text.find("null") == std::string::npos);
+  BOOST_TEST(to_json(*graph_from_json<double>(text), ExportValues::all).dump() == text);
+}
+
+BOOST_AUTO_TEST_CASE(import_names_the_json_path_of_the_first_problem) {
+  const std::string ok = small_export().dump();
+  BOOST_REQUIRE_NO_THROW(graph_from_json<double>(ok));
+  check_error([&] { graph_from_json<double>("{\"format\": "); }, {"graph JSON", "not JSON"});
+  check_error([&] { graph_from_json<double>(ok.substr(0, ok.size() / 2)); }, {"graph JSON", "not JSON"});
+  check_error([&] { graph_from_json<double>("[1, 2]"); }, {"graph JSON: top level: expected an object, got array"});
+  check_error([&] { graph_from_json<double>(std::string(100000, '[') + std::string(100000, ']')); },
+              {"nested deeper than 5 levels"});
+  check_error([&] { graph_from_json<double>("{\"a\": [[[[[[1]]]]]]}"); }, {"nested deeper than 5 levels"});
+  check_error([&] { graph_from_json<float>(ok); }, {"dtype: the graph is float64, asked to read it as float32"});
+  check_import_error([](Json& j) { j["format"] = "onnx"; }, {"format: expected \"xgrad-graph\", got \"onnx\""});
+  check_import_error([](Json& j) { j["version"] = 2; }, {"version: version 2 is not supported"});
+  check_import_error([](Json& j) { j["version"] = "1"; }, {"version: expected an integer, got string"});
+  check_import_error([](Json& j) { j["dtype"] = "int8"; }, {"dtype: expected \"float32\" or \"float64\""});
+  check_import_error([](Json& j) { j.erase("grads"); }, {"top level: missing key \"grads\""});
+  check_import_error([](Json& j) { j["extra"] = 1; }, {"extra: unknown key"});
+  check_import_error([](Json& j) { j["nodes"][1]["colour"] = "red"; }, {"nodes[1].colour: unknown key"});
+  check_import_error([](Json& j) { j["nodes"][2].erase("op"); }, {"nodes[2]: missing key \"op\""});
+  check_import_error([](Json& j) { j["nodes"][1]["op"] = "frobnicate"; }, {"nodes[1].op: unknown op \"frobnicate\""});
+  check_import_error([](Json& j) { j["nodes"][1]["id"] = 0; }, {"nodes[1].id: duplicate id 0"});
+  check_import_error([](Json& j) { j["nodes"][1]["id"] = 5; }, {"nodes[1].id: id 5 out of order"});
+  check_import_error([](Json& j) { j["nodes"][1]["inputs"][0] = 2; }, {"nodes[1].inputs[0]: refers to node 2, which is not before node 1"});
+  check_import_error([](Json& j) { j["nodes"][1]["inputs"][0] = 99; }, {"nodes[1].inputs[0]: refers to node 99"});
+  check_import_error([](Json& j) { j["nodes"][1]["inputs"][0] = -1; }, {"nodes[1].inputs[0]: expected a non-negative integer"});
+  check_import_error([](Json& j) { j["nodes"][1]["inputs"].push_back(0); }, {"nodes[1].inputs: scale takes 1 inputs, got 2"});
+  check_import_error([](Json& j) { j["nodes"][1]["attrs"] = Json::object(); }, {"nodes[1].attrs: missing key \"alpha\""});
+  check_import_error([](Json& j) { j["nodes"][1]["attrs"]["alpha"] = true; }, {"nodes[1].attrs.alpha: expected a number, got boolean"});
+  check_import_error([](Json& j) { j["nodes"][1]["attrs"]["beta"] = 1; }, {"nodes[1].attrs.beta: unknown key"});
+  check_import_error([](Json& j) { j["nodes"][2]["attrs"]["axis"] = 1.5; }, {"nodes[2].attrs.axis: expected an integer, got 1.5"});
+  check_import_error([](Json& j) { j["nodes"][2]["attrs"]["axis"] = 7; }, {"nodes[2]: softmax: axis 7 is out of range"});
+  check_import_error([](Json& j) { j["nodes"][1].erase("value"); j["nodes"][1]["shape"] = {2, 1}; }, {"nodes[1].shape: declared (2, 1), but scale of its inputs gives (1, 2)"});
+  check_import_error([](Json& j) { j["nodes"][0]["shape"] = {1, -2}; }, {"nodes[0].shape[1]: expected a non-negative integer"});
+  check_import_error([](Json& j) { j["nodes"][0]["shape"] = {1u << 30, 1u << 30}; }, {"nodes[0].shape: more than 268435456 elements"});
+  check_import_error([](Json& j) { j["nodes"][0]["value"]["data"].push_back(3.0); }, {"nodes[0].value.data: holds 3 numbers, but shape (1, 2) needs 2"});
+  check_import_error([](Json& j) { j["nodes"][0]["value"]["data"][1] = "NaN"; }, {"nodes[0].value.data[1]: expected a number or \"nan\""});
+  check_import_error([](Json& j) { j["nodes"][0]["value"]["data"][1] = nullptr; }, {"nodes[0].value.data[1]: expected a number, got null"});
+  check_import_error([](Json& j) { j["nodes"][0]["value"]["shape"] = {2}; }, {"nodes[0].value.shape: is (2,), the node's shape is (1, 2)"});
+  check_import_error([](Json& j) { j["nodes"][0]["value"]["shape"] = {2, 1}; j["nodes"][0]["value"]["data"] = {1, 2}; },
+                     {"nodes[0].value.shape: is (2, 1), the node's shape is (1, 2)"});
+  check_import_error([](Json& j) { j["nodes"][0]["role"] = "forward"; }, {"nodes[0].role: a leaf \"input\" has role \"input\""});
+  check_import_error([](Json& j) { j["nodes"][0]["role"] = "hero"; }, {"nodes[0].role: unknown role \"hero\""});
+  check_import_error([](Json& j) { j["nodes"][1]["role"] = "backward"; }, {"nodes[1]: a backward node needs \"grad_of\""});
+  check_import_error([](Json& j) { j["nodes"][1]["grad_of"] = 0; }, {"nodes[1].grad_of: a forward node belongs to no backward pass"});
+  check_import_error([](Json& j) { j["nodes"][0]["inputs"] = {0}; }, {"nodes[0].inputs[0]: refers to node 0, which is not before node 0"});
+  check_import_error([](Json& j) { j["outputs"]["z"] = 9; }, {"outputs.z: refers to node 9 of a graph of 3"});
+  check_import_error([](Json& j) { j["nodes"] = Json::object(); }, {"nodes: expected an array, got object"});
+}
+
+BOOST_AUTO_TEST_CASE(float32_import_rejects_values_out_of_range) {
+  Graph<float> g;
+  g.input("x", {{1.0f}});
+  Json j = to_json(g, ExportValues::all);
+  j["nodes"][0]["value"]["data"][0] = 1e300;
+  check_error([&] { graph_from_json<float>(j.dump()); }, {"nodes[0].value.data[0]: out of the range of float32"});
+}
+
+BOOST_AUTO_TEST_CASE(dot_shows_nodes_edges_and_backward_apart) {
+  Graph<double> g;
+  build_attention(g, true, false);
+  const std::string dot = to_dot(g);
+  BOOST_TEST(dot.rfind("digraph xgrad {", 0) == 0u);
+  BOOST_TEST(dot.find("subgraph cluster_forward") != std::string::npos);
+  BOOST_TEST(dot.find("subgraph cluster_backward") != std::string::npos);
+  BOOST_TEST(dot.find("n0 [label=\"input\\nq\\n(2, 3, 4)\"") != std::string::npos, dot);
+  BOOST_TEST(dot.find("n3 -> n4;") != std::string::npos);  // k^T feeds the scores' matmul
+  BOOST_TEST(dot.find("style=dashed") != std::string::npos);
+  BOOST_TEST(dot.find("\"grad q\"") != std::string::npos);
+  // Every node has its box.
+  for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(dot.find("  n" + std::to_string(i) + " [label=") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,251 @@
+// The xgrad binary run as scripts run it: exit codes, stdout, stderr and the files it writes.
+#include "../check.hpp"
+
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace xgrad;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out, err;
+};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A fresh directory per test case, removed at the end.
+struct Sandbox {
+  fs::path dir;
+  Sandbox() {
+    dir = fs::temp_directory_path() /
+          ("xgrad_cli_" + std::string(boost::unit_test::framework::current_test_case().p_name.get()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    // The documented example as JSON files.
+    write_text(dir / "q.json", "[[0.6931471805599453], [0]]");
+    write_text(dir / "k.json", "[[1], [0]]");
+    write_text(dir / "v.json", "[[3, 0], [0, 6]]");
+  }
+  ~Sandbox() { fs::remove_all(dir); }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+
+  // Runs `xgrad <args>` in the sandbox directory.
+  Run xgrad(const std::string& args) const {
+    const std::string cmd = "cd '" + dir.string() + "' && '" XGRAD_TOOL "' " + args + " > .stdout 2> .stderr";
+    const int status = std::system(cmd.c_str());
+    Run r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / ".stdout"), read_text(dir / ".stderr")};
+    fs::remove(dir / ".stdout");
+    fs::remove(dir / ".stderr");
+    return r;
+  }
+  std::size_t files() const {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+  }
+};
+
+// The library's answer for the documented example, to compare the tool with.
+template <class T>
+std::vector<xt::xarray<T>> expected_results(const xt::xarray<double>* grad_out = nullptr) {
+  Graph<T> g;
+  const auto q = g.input("q", {{static_cast<T>(std::log(2.0))}, {T(0)}});
+  const auto k = g.input("k", {{T(1)}, {T(0)}});
+  const auto v = g.input("v", {{T(3), T(0)}, {T(0), T(6)}});
+  const auto out = attention(q, k, v);
+  const auto grads = grad_out ? grad(out, {q, k, v}, xt::xarray<T>(xt::cast<T>(*grad_out))) : grad(out, {q, k, v});
+  return {out.value(), grads[0].value(), grads[1].value(), grads[2].value()};
+}
+
+bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli)
+
+BOOST_AUTO_TEST_CASE(attention_prints_one_json_object) {
+  Sandbox s;
+  const Run r = s.xgrad("attention --q q.json --k k.json --v v.json");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.err.empty());
+  const Json j = Json::parse(r.out);
+  const auto expected = expected_results<double>();
+  const char* names[] = {"output", "grad_q", "grad_k", "grad_v"};
+  BOOST_TEST(j.size() == 4u);
+  for (int i = 0; i < 4; ++i) {
+    BOOST_TEST(parse_json_array(j[names[i]].dump(), names[i]).values == expected[static_cast<std::size_t>(i)], names[i]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(attention_writes_npy_files_in_the_inputs_dtype) {
+  Sandbox s;
+  // float32 .npy inputs: the computation and the outputs are float32.
+  write_npy(s.path("q.npy"), matrix<float>({{std::log(2.0f)}, {0.0f}}));
+  write_npy(s.path("k.npy"), matrix<float>({{1.0f}, {0.0f}}));
+  write_npy(s.path("v.npy"), xt::xarray<float>{{3.0f, 0.0f}, {0.0f, 6.0f}});
+  const Run r = s.xgrad("attention --q q.npy --k k.npy --v v.npy --out results");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.out.empty());
+  const auto expected = expected_results<float>();
+  const char* names[] = {"output", "grad_q", "grad_k", "grad_v"};
+  for (int i = 0; i < 4; ++i) {
+    const StoredArray a = read_npy(s.path(std::string("results/") + names[i] + ".npy"));
+    BOOST_TEST(a.dtype == "float32");
+    BOOST_TEST(a.values == xt::xarray<double>(xt::cast<double>(expected[static_cast<std::size_t>(i)])), names[i]);
+  }
+  BOOST_TEST(std::distance(fs::directory_iterator(s.dir / "results"), fs::directory_iterator()) == 4);
+  // --dtype overrides the files' dtype.
+  const Run r64 = s.xgrad("attention --q q.npy --k k.npy --v v.npy --dtype float64 --out r64");
+  BOOST_TEST_REQUIRE(r64.rc == 0, r64.err);
+  BOOST_TEST(read_npy(s.path("r64/output.npy")).dtype == "float64");
+}
+
+BOOST_AUTO_TEST_CASE(attention_takes_a_grad_output) {
+  Sandbox s;
+  write_text(s.dir / "g.json", "[[1, -2], [0.5, 0]]");
+  const Run r = s.xgrad("attention --q q.json --k k.json --v v.json --grad-output g.json");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const xt::xarray<double> g = {{1, -2}, {0.5, 0}};
+  const auto expected = expected_results<double>(&g);
+  BOOST_TEST(parse_json_array(Json::parse(r.out)["grad_k"].dump(), "grad_k").values == expected[2]);
+  write_text(s.dir / "bad_g.json", "[[1, 2, 3]]");
+  const Run bad = s.xgrad("attention --q q.json --k k.json --v v.json --grad-output bad_g.json");
+  BOOST_TEST(bad.rc == 2);
+  BOOST_TEST(bad.err.find("grad_out is (1, 3)") != std::string::npos, bad.err);
+}
+
+BOOST_AUTO_TEST_CASE(bad_usage_and_input_exit_2_with_one_line) {
+  Sandbox s;
+  write_text(s.dir / "k3.json", "[[1, 2, 3], [0, 0, 0]]");
+  write_text(s.dir / "broken.json", "[[1, 2");
+  write_text(s.dir / "broken.npy", "\x93NUMPY\x01\x00\xff\xff");
+  const std::pair<std::string, std::string> cases[] = {
+      {"attention --q q.json --k k3.json --v v.json", "xgrad attention: attention: d_k differs"},
+      {"attention --q missing.npy --k k.json --v v.json", "xgrad attention: missing.npy: no such file"},
+      {"attention --q broken.json --k k.json --v v.json", "xgrad attention: broken.json: not JSON"},
+      {"attention --q broken.npy --k k.json --v v.json", "xgrad attention: broken.npy: too short"},
+      {"attention --q q.txt --k k.json --v v.json", "q.txt: unknown array file type"},
+      {"attention --q q.json --k k.json", "missing --v"},
+      {"attention --q q.json --k k.json --v v.json --frob", "unknown option '--frob'"},
+      {"attention --q q.json --q q.json --k k.json --v v.json", "option --q given twice"},
+      {"attention --q q.json --k k.json --v v.json --dtype half", "--dtype must be float32|float64, not 'half'"},
+      {"attention --q q.json --k k.json --v v.json --out", "option --out needs a value"},
+      {"gradcheck --shape 2,3", "--shape needs TQ,TK,DK,DV"},
+      {"gradcheck --shape 2,x,3,4", "--shape needs a non-negative integer, got 'x'"},
+      {"gradcheck --shape 2,3,2,2 --q q.json", "either --q --k --v or --shape"},
+      {"gradcheck --shape 2,0,2,2", "T_k = 0"},
+      {"export --q q.json --k k.json --v v.json --format svg", "--format must be json|dot"},
+      {"export --shape 1,1,1,1 --format dot --values all", "--values applies to --format json only"},
+      {"replay", "missing GRAPH.json"},
+      {"replay missing.json", "missing.json: cannot open"},
+      {"replay broken.json", "broken.json: graph JSON: not JSON"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Run r = s.xgrad(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.rc == 2);
+      BOOST_TEST(one_line(r.err), r.err);
+      BOOST_TEST(r.err.find(message) != std::string::npos, r.err);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_passes_and_reports_each_input) {
+  Sandbox s;
+  for (const std::string args : {"gradcheck --shape 3,4,2,5 --seed 7", "gradcheck --shape 2,3,4,2 --dtype float32",
+                                 "gradcheck --q q.json --k k.json --v v.json", "gradcheck --shape 20,30,16,8"}) {
+    const Run r = s.xgrad(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.rc == 0, r.out << r.err);
+      BOOST_TEST(r.out.find(": PASS\n") != std::string::npos, r.out);
+      for (const char* input : {"\n  q ", "\n  k ", "\n  v "}) BOOST_TEST(r.out.find(input) != std::string::npos);
+    }
+  }
+  BOOST_TEST(s.xgrad("gradcheck --shape 20,30,16,8").out.find("random projections") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(export_and_replay_round_trip) {
+  Sandbox s;
+  for (const char* dtype : {"float32", "float64"}) {
+    const Run e = s.xgrad(std::string("export --shape 3,4,2,5 --seed 3 --dtype ") + dtype + " -o g.json");
+    BOOST_TEST_REQUIRE(e.rc == 0, e.err);
+    BOOST_TEST(e.out.empty());
+    const Run r = s.xgrad("replay g.json");
+    BOOST_TEST(r.rc == 0, r.out << r.err);
+    BOOST_TEST(r.out.find("replayed 16 nodes (" + std::string(dtype) + "); 16 stored values reproduced bit for bit") !=
+               std::string::npos, r.out);
+  }
+  // stdout and -o give the same text; --no-backward and --values change it as documented.
+  BOOST_TEST(s.xgrad("export --shape 3,4,2,5 --seed 3 --dtype float64").out == read_text(s.dir / "g.json"));
+  const Json forward = Json::parse(s.xgrad("export --shape 3,4,2,5 --no-backward --values none").out);
+  BOOST_TEST(forward["nodes"].size() == 8u);
+  BOOST_TEST(forward["grads"].empty());
+  for (const auto& n : forward["nodes"]) BOOST_TEST(!n.contains("value"));
+}
+
+BOOST_AUTO_TEST_CASE(replay_names_the_first_node_that_differs) {
+  Sandbox s;
+  BOOST_TEST_REQUIRE(s.xgrad("export --q q.json --k k.json --v v.json -o g.json").rc == 0);
+  Json j = Json::parse(read_text(s.dir / "g.json"));
+  j["nodes"][6]["value"]["data"][1] = 0.25;  // the weights, softmax's output
+  write_text(s.dir / "tampered.json", j.dump());
+  const Run r = s.xgrad("replay tampered.json");
+  BOOST_TEST(r.rc == 1);
+  BOOST_TEST(r.out.find("node 6 (softmax) differs at [0, 1]: stored 0.25, replayed 0.3333") != std::string::npos, r.out);
+  j["nodes"][6]["inputs"] = {7};
+  write_text(s.dir / "invalid.json", j.dump());
+  const Run bad = s.xgrad("replay invalid.json");
+  BOOST_TEST(bad.rc == 2);
+  BOOST_TEST(bad.err.find("invalid.json: graph JSON: nodes[6].inputs[0]: refers to node 7") != std::string::npos, bad.err);
+}
+
+BOOST_AUTO_TEST_CASE(outputs_are_whole_or_absent_and_never_over_inputs) {
+  Sandbox s;
+  const std::string q_before = read_text(s.dir / "q.json");
+  const Run over = s.xgrad("export --q q.json --k k.json --v v.json -o q.json");
+  BOOST_TEST(over.rc == 2);
+  BOOST_TEST(over.err.find("q.json: is an input file; refusing to overwrite it") != std::string::npos, over.err);
+  BOOST_TEST(read_text(s.dir / "q.json") == q_before);
+  // An input inside the output directory, under an output's name.
+  fs::create_directories(s.dir / "out");
+  fs::copy_file(s.dir / "q.json", s.dir / "out" / "output.npy");
+  const Run inside = s.xgrad("attention --q out/output.npy --k k.json --v v.json --out out");
+  BOOST_TEST(inside.rc == 2);
+  // A write that cannot happen leaves nothing behind.
+  const std::size_t before = s.files();
+  const Run nowhere = s.xgrad("export --shape 2,2,2,2 -o no/such/dir/g.json");
+  BOOST_TEST(nowhere.rc == 2);
+  BOOST_TEST(nowhere.err.find("no/such/dir/g.json") != std::string::npos, nowhere.err);
+  BOOST_TEST(s.files() == before);
+  // Replacing an existing output is atomic: the old file stays until the new one is complete.
+  BOOST_TEST_REQUIRE(s.xgrad("export --shape 2,2,2,2 -o g.json").rc == 0);
+  BOOST_TEST_REQUIRE(s.xgrad("export --shape 2,2,2,2 --seed 1 -o g.json").rc == 0);
+  BOOST_TEST(s.xgrad("replay g.json").rc == 0);
+  BOOST_TEST(s.files() == before + 1);  // no temporary files left
+}
+
+BOOST_AUTO_TEST_CASE(dot_export_renders_with_graphviz) {
+  Sandbox s;
+  BOOST_TEST_REQUIRE(s.xgrad("export --q q.json --k k.json --v v.json --format dot -o g.dot").rc == 0);
+  const std::string cmd = "dot -Tsvg '" + s.path("g.dot") + "' -o '" + s.path("g.svg") + "'";
+  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, "graphviz's dot failed or is missing (tools/setup test installs it)");
+  const std::string svg = read_text(s.dir / "g.svg");
+  BOOST_TEST(svg.find("<svg") != std::string::npos);
+  BOOST_TEST(svg.find("softmax_vjp") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
