@@ -66,8 +66,9 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
     if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; })) continue;
 
     std::vector<Var<T>> contributions;
+    const std::size_t first_new = g.size();
     {
-      typename Graph<T>::BackwardScope scope(g, i);
+      typename Graph<T>::BackwardScope scope(g);
       const Var<T> self(g, i);
       contributions = node.op->vjp(VjpArgs<T>{inputs, self, grads[i], wanted});
     }
@@ -84,10 +85,15 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
                     std::to_string(j) + " " + shape_str(inputs[j].value().shape()) + " returned " +
                     (c.valid() ? shape_str(c.value().shape()) : std::string("nothing")));
       }
+      // A node the rule built for input j holds (a contribution to) input j's gradient.
+      if (c.id() >= first_new && !c.node().grad_of) g.set_grad_of(c.id(), node.inputs[j]);
       Var<T>& acc = grads[node.inputs[j]];
       if (acc.valid()) {
-        typename Graph<T>::BackwardScope scope(g, node.inputs[j]);
-        acc = accumulate(acc, c);
+        {
+          typename Graph<T>::BackwardScope scope(g);
+          acc = accumulate(acc, c);
+        }
+        g.set_grad_of(acc.id(), node.inputs[j]);
       } else {
         acc = c;
       }
@@ -99,8 +105,8 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
     if (x.id() < n && grads[x.id()].valid()) {
       result.push_back(grads[x.id()]);
     } else {
-      typename Graph<T>::BackwardScope scope(g, x.id());
       result.push_back(g.constant("zeros", xt::zeros<T>(x.value().shape())));
+      g.set_grad_of(result.back().id(), x.id());
     }
   }
   return result;

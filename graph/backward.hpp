@@ -15,7 +15,8 @@ using Accumulate = std::function<Var<T>(const Var<T>&, const Var<T>&)>;
 
 // Walks the nodes between xs and y in reverse id order, calling each op's VJP rule with the
 // gradient accumulated so far; contributions to a node used more than once are combined with
-// `accumulate`. All nodes built are backward nodes (Node::grad_of says whose). Returns one Var
+// `accumulate`. The nodes built have the role backward, and each gradient among them records
+// whose gradient it is (Node::grad_of). Returns one Var
 // per x: grad_out itself if x is y, a constant of zeros if y does not depend on x.
 // Throws xgrad::error if a Var is empty or of another graph, or grad_out's shape is not y's.
 // The checks backward() makes before it adds any node, for callers that add a seed node first.

@@ -54,7 +54,6 @@ Var<T> Graph<T>::add_leaf(Role role, std::string name, xt::xarray<T> value) {
   Node<T>& n = m_nodes.emplace_back();
   n.role = role;
   n.name = std::move(name);
-  n.grad_of = m_backward_of;
   n.value = std::move(value);
   return Var<T>(*this, m_nodes.size() - 1);
 }
@@ -165,21 +164,17 @@ template <class T>
 Var<T> Graph<T>::apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x) {
   if (!op) throw error("graph: apply needs an op");
   const std::size_t id = m_nodes.size();
-  with_node_context(*op, id, [&] {
+  const auto check_inputs = [&] {
     if (x.size() != op->arity()) {
-      throw error("takes " + std::to_string(op->arity()) + " inputs, got " +
-                  std::to_string(x.size()));
+      throw error("takes " + std::to_string(op->arity()) + " inputs, got " + std::to_string(x.size()));
     }
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      check_var(x[i], ("input " + std::to_string(i)).c_str());
-    }
-    return 0;
-  });
+    for (std::size_t i = 0; i < x.size(); ++i) check_var(x[i], ("input " + std::to_string(i)).c_str());
+  };
+  with_node_context(*op, id, check_inputs);
 
   Node<T> n;
   n.op = std::move(op);
-  n.role = m_backward_of ? Role::backward : Role::forward;
-  n.grad_of = m_backward_of;
+  n.role = m_backward_depth > 0 ? Role::backward : Role::forward;
   for (const auto& v : x) n.inputs.push_back(v.id());
   const Args<T> args = args_of(n);
   const Shape shape = with_node_context(*n.op, id, [&] { return n.op->infer_shape(shapes_of(args)); });
@@ -217,14 +212,17 @@ void Graph<T>::replay() {
 }
 
 template <class T>
-Graph<T>::BackwardScope::BackwardScope(Graph& graph, std::size_t of)
-    : m_graph(graph), m_saved(graph.m_backward_of) {
-  m_graph.m_backward_of = of;
-}
-
-template <class T>
-Graph<T>::BackwardScope::~BackwardScope() {
-  m_graph.m_backward_of = m_saved;
+void Graph<T>::set_grad_of(std::size_t id, std::size_t of) {
+  node(id);  // throws naming a missing node
+  Node<T>& n = m_nodes[id];
+  if (n.role == Role::forward) {
+    throw error("set_grad_of: node " + std::to_string(id) + " is a forward node, not a gradient");
+  }
+  if (of >= id) {
+    throw error("set_grad_of: node " + std::to_string(id) + " cannot hold the gradient of node " +
+                std::to_string(of) + ", which is not before it");
+  }
+  n.grad_of = of;
 }
 
 template xt::xarray<float> matrix(std::initializer_list<std::initializer_list<float>>);

@@ -24,8 +24,8 @@ namespace xgrad {
 template <class T>
 class Graph;
 
-// input, parameter, constant: leaves. forward: built by the caller. backward: built by a VJP rule
-// or by gradient accumulation while grad() ran.
+// input, parameter, constant: leaves. forward: built by the caller. backward: built while grad()
+// ran, by a VJP rule or by the accumulation of gradient contributions.
 enum class Role { input, parameter, constant, forward, backward };
 const char* role_name(Role role);
 std::optional<Role> role_from_name(const std::string& name);  // the inverse; nullopt if unknown
@@ -36,13 +36,15 @@ struct Node {
   std::vector<std::size_t> inputs;   // ids of earlier nodes
   Role role = Role::forward;
   std::string name;                  // leaves: the caller's name; may be empty otherwise
-  // Set on every node grad() created: the node whose backward pass it belongs to. For the nodes
-  // a VJP rule built, the node whose rule it was; for an accumulation or a seed, the node whose
-  // gradient it holds.
+  // The node whose gradient this node holds: set by grad() on each gradient it builds (a VJP
+  // rule's result for one input, a sum of contributions, the seed grad_out, zeros for an input
+  // y does not depend on). Empty on forward nodes and on a VJP rule's intermediate nodes.
   std::optional<std::size_t> grad_of;
   xt::xarray<T> value;
 
   bool is_leaf() const { return op == nullptr; }
+  // Part of a backward pass: a backward node, or a leaf grad() made (a seed, zeros).
+  bool in_backward() const { return role == Role::backward || grad_of.has_value(); }
   // "input", "parameter", "constant" for leaves, the op's name otherwise.
   std::string op_name() const;
 };
@@ -106,18 +108,20 @@ class Graph {
   template <class U>
   void copy_from(const Graph<U>& src, std::size_t count);
 
-  // While a BackwardScope is alive, new nodes are backward nodes of node `of` (see Node::grad_of).
+  // While a BackwardScope is alive, new non-leaf nodes have the role backward.
   class BackwardScope {
    public:
-    BackwardScope(Graph& graph, std::size_t of);
-    ~BackwardScope();
+    explicit BackwardScope(Graph& graph) : m_graph(graph) { ++m_graph.m_backward_depth; }
+    ~BackwardScope() { --m_graph.m_backward_depth; }
     BackwardScope(const BackwardScope&) = delete;
     BackwardScope& operator=(const BackwardScope&) = delete;
 
    private:
     Graph& m_graph;
-    std::optional<std::size_t> m_saved;
   };
+  // Records that node `id` holds the gradient of the earlier node `of` (Node::grad_of). For
+  // grad() and importers; throws xgrad::error for a forward node or a later `of`.
+  void set_grad_of(std::size_t id, std::size_t of);
 
  private:
   Var<T> add_leaf(Role role, std::string name, xt::xarray<T> value);
@@ -125,7 +129,7 @@ class Graph {
   Args<T> args_of(const Node<T>& n) const;
 
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
-  std::optional<std::size_t> m_backward_of;
+  int m_backward_depth = 0;
   std::map<std::string, std::size_t> m_outputs, m_grads;
 };
 

@@ -58,6 +58,10 @@ const char* type_of(const Json& j) { return j.type_name(); }
 }  // namespace
 
 Json parse_json(std::string_view text, std::size_t max_depth, const std::string& what) {
+  // nlohmann's parser stops at a NUL byte and would ignore what follows.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw error(what + ": not JSON: a NUL byte at byte " + std::to_string(nul));
+  }
   DepthCheck check(max_depth);
   if (!Json::sax_parse(text, &check) || !check.problem().empty()) {
     throw error(what + ": " + (check.problem().empty() ? "not JSON" : check.problem()));
@@ -151,19 +155,12 @@ double JsonCursor::number() const {
   fail(std::string("expected a number, got ") + type_of(*m_json));
 }
 
-Shape JsonCursor::shape(std::size_t max_elements) const {
+Shape JsonCursor::shape() const {
   const std::size_t rank = array_size();
   Shape shape;
-  std::size_t count = 1;
   for (std::size_t i = 0; i < rank; ++i) {
-    const std::size_t d = (*this)[i].index();
-    // Checked before multiplying, so the product never overflows; each axis is bounded too, so
-    // that strides of a shape with a 0 elsewhere cannot overflow either.
-    if (d > max_elements || (d != 0 && count > max_elements / d)) {
-      fail("more than " + std::to_string(max_elements) + " elements");
-    }
-    count *= d;
-    shape.push_back(d);
+    shape.push_back((*this)[i].index());
+    if (!bounded_size(shape)) fail("more than " + std::to_string(max_array_elements) + " elements");
   }
   return shape;
 }

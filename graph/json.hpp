@@ -13,11 +13,9 @@
 
 namespace xgrad {
 
-// The graph format's limits. An import rejects deeper nesting before parsing, and any array
-// (a node, a shape attribute) of more than max_elements elements before allocating it.
+// The graph format's nesting limit: an import rejects deeper nesting before parsing.
 struct JsonLimits {
   static constexpr std::size_t max_depth = 5;
-  static constexpr std::size_t max_elements = std::size_t(1) << 28;
 };
 
 // A number as JSON: itself if finite, else the string "nan", "inf" or "-inf" (nlohmann would
@@ -53,8 +51,8 @@ class JsonCursor {
   long integer() const;          // a JSON integer (not 2.0, not "2")
   std::size_t index() const;     // a non-negative JSON integer
   double number() const;         // a number, or "nan", "inf", "-inf"
-  // An array of non-negative integers whose product (the element count) is at most max_elements.
-  Shape shape(std::size_t max_elements) const;
+  // An array of non-negative integers within max_array_elements (see bounded_size).
+  Shape shape() const;
 
  private:
   const Json* m_json;

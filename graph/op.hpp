@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,23 @@ template <class T>
 class Var;
 
 using Shape = std::vector<std::size_t>;
+
+// The most elements xgrad accepts in an array read from a file, and in all the nodes of an
+// imported graph together: 2^28 (2 GiB of float64). An axis of length 0 counts as 1 here, so an
+// empty array cannot carry an absurd axis either.
+inline constexpr std::size_t max_array_elements = std::size_t(1) << 28;
+
+// The element count of `shape` with axes of length 0 counted as 1, if it is at most `limit`;
+// nullopt otherwise. Never overflows.
+inline std::optional<std::size_t> bounded_size(const Shape& shape, std::size_t limit = max_array_elements) {
+  std::size_t count = 1;
+  for (std::size_t d : shape) {
+    const std::size_t f = d == 0 ? 1 : d;
+    if (count > limit / f) return std::nullopt;
+    count *= f;
+  }
+  return count;
+}
 
 // JSON as xgrad reads and writes it: keys keep the order they were written in.
 using Json = nlohmann::ordered_json;

@@ -65,7 +65,7 @@ Json encode_attrs(const Json& attrs) {
 template <class T>
 xt::xarray<T> decode_value(const JsonCursor& c) {
   c.check_object({key::shape, key::data});
-  const Shape shape = c[key::shape].shape(JsonLimits::max_elements);
+  const Shape shape = c[key::shape].shape();
   const JsonCursor data = c[key::data];
   std::size_t count = 1;
   for (auto d : shape) count *= d;
@@ -97,8 +97,19 @@ std::size_t earlier_node(const JsonCursor& c, std::size_t self) {
   return id;
 }
 
+// Counts a node's elements against the budget of the whole import before it is allocated, so
+// that a small file cannot make the importer allocate (or compute) without bound.
+void charge(const JsonCursor& c, const Shape& shape, std::size_t& total) {
+  const std::size_t count = bounded_size(shape).value_or(max_array_elements + 1);
+  if (count > max_array_elements - total) {
+    c.fail("the graph holds more than " + std::to_string(max_array_elements) +
+           " elements in all, the most an import takes");
+  }
+  total += count;
+}
+
 template <class T>
-void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, Graph<T>& g) {
+void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, Graph<T>& g, std::size_t& total) {
   c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::shape},
                  {key::grad_of, key::value});
   const std::size_t id = c[key::id].index();
@@ -119,7 +130,7 @@ void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, G
   }
   const JsonCursor attrs = c[key::attrs];
   attrs.expect_object();  // the op's factory checks the keys
-  const Shape shape = c[key::shape].shape(JsonLimits::max_elements);
+  const Shape shape = c[key::shape].shape();
   std::optional<std::size_t> grad_of;
   if (auto gc = c.find(key::grad_of)) grad_of = earlier_node(*gc, i);
   std::optional<xt::xarray<T>> value;
@@ -129,24 +140,22 @@ void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, G
       (*vc)[key::shape].fail("is " + shape_str(value->shape()) + ", the node's shape is " + shape_str(shape));
     }
   }
-  std::optional<typename Graph<T>::BackwardScope> scope;
-
   if (is_leaf_op(op)) {
     if (role_name(*role) != op) role_c.fail("a leaf \"" + op + "\" has role \"" + op + "\"");
     if (!inputs.empty()) inputs_c.fail("a leaf has no inputs");
     if (!attrs.json().empty()) attrs.fail("a leaf has no attributes");
-    if (grad_of) scope.emplace(g, *grad_of);
+    charge(c, shape, total);
     xt::xarray<T> v = value ? std::move(*value) : xt::xarray<T>(xt::zeros<T>(shape));
     if (*role == Role::input) g.input(name, std::move(v));
     else if (*role == Role::parameter) g.parameter(name, std::move(v));
     else g.constant(name, std::move(v));
+    if (grad_of) g.set_grad_of(i, *grad_of);
     return;
   }
   if (*role != Role::forward && *role != Role::backward) {
     role_c.fail("op \"" + op + "\" is not a leaf: its role is \"forward\" or \"backward\"");
   }
-  if (*role == Role::backward && !grad_of) c.fail("a backward node needs \"grad_of\"");
-  if (*role == Role::forward && grad_of) c[key::grad_of].fail("a forward node belongs to no backward pass");
+  if (*role == Role::forward && grad_of) c[key::grad_of].fail("a forward node is no gradient");
   const std::shared_ptr<const Op> made = make_op(op, attrs);
   if (!made) c[key::op].fail("unknown op \"" + op + "\"");
   if (inputs.size() != made->arity()) {
@@ -163,8 +172,11 @@ void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, G
   if (computed != shape) {
     c[key::shape].fail("declared " + shape_str(shape) + ", but " + op + " of its inputs gives " + shape_str(computed));
   }
-  if (grad_of) scope.emplace(g, *grad_of);
+  charge(c, shape, total);
+  std::optional<typename Graph<T>::BackwardScope> scope;
+  if (*role == Role::backward) scope.emplace(g);
   g.apply(made, inputs);
+  if (grad_of) g.set_grad_of(i, *grad_of);
 }
 
 template <class T>
@@ -246,7 +258,8 @@ void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g) {
   if (g.size() != 0) throw error("graph_from_json: the graph to fill already has nodes");
   const JsonCursor root(json, "");
   const JsonCursor nodes = check_header<T>(root);
-  for (std::size_t i = 0, n = nodes.array_size(); i < n; ++i) import_node(nodes[i], i, make_op, g);
+  std::size_t total = 0;
+  for (std::size_t i = 0, n = nodes.array_size(); i < n; ++i) import_node(nodes[i], i, make_op, g, total);
   import_names(root[key::outputs], g, true);
   import_names(root[key::grads], g, false);
 }

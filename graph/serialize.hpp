@@ -6,11 +6,12 @@
 //               "shape": [2, 1], "value": {"shape": [2, 1], "data": [0.6931471805599453, 0.0]}},
 //              {"id": 4, "op": "scale", "name": "", "role": "forward", "inputs": [3],
 //               "attrs": {"alpha": 1.0}, "shape": [2, 2]},
-//              {"id": 9, ..., "role": "backward", "grad_of": 6, ...}, ...],
+//              {"id": 10, ..., "role": "backward", "grad_of": 2, ...}, ...],
 //    "outputs": {"out": 6}, "grads": {"k": 14, "q": 11, "v": 9}}
 //
-// Every node has id (its position), op, name, role, inputs, attrs and shape; "grad_of" only when
-// it belongs to a backward pass; "value" ({"shape", "data" in row-major order}) as exported.
+// Every node has id (its position), op, name, role, inputs, attrs and shape; "grad_of" when it
+// holds the gradient of an earlier node (Node::grad_of); "value" ({"shape", "data" in row-major
+// order}) as exported.
 // Non-finite numbers are the strings "nan", "inf", "-inf". Nesting is at most 5 levels deep.
 #pragma once
 

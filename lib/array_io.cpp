@@ -94,7 +94,10 @@ class DictParser {
  private:
   [[noreturn]] void fail(const std::string& problem) const { throw error(m_what + ": " + problem); }
   void skip_space() {
-    while (m_pos < m_s.size() && (m_s[m_pos] == ' ' || m_s[m_pos] == '\n' || m_s[m_pos] == '\t')) ++m_pos;
+    for (; m_pos < m_s.size(); ++m_pos) {
+      const char c = m_s[m_pos];
+      if (c != ' ' && c != '\t' && c != '\r' && c != '\n') break;
+    }
   }
   bool peek(char c) {
     skip_space();
@@ -191,13 +194,12 @@ NpyHeader read_npy_header(const std::function<std::string(std::size_t, std::size
   }
   NpyHeader h = DictParser(read(prelude, header_len), what).parse();
   h.data_offset = prelude + header_len;
-  std::size_t count = 1;
-  for (std::size_t d : h.shape) {
-    if (d != 0 && count > std::numeric_limits<std::size_t>::max() / h.item_size / d) {
-      fail("shape " + shape_str(h.shape) + " overflows");
-    }
-    count *= d;
+  if (!bounded_size(h.shape)) {
+    fail("shape " + shape_str(h.shape) + " has more than " + std::to_string(max_array_elements) +
+         " elements (axes of length 0 counted as 1), the most xgrad reads");
   }
+  std::size_t count = 1;
+  for (std::size_t d : h.shape) count *= d;
   const std::size_t data_bytes = count * h.item_size, available = total - h.data_offset;
   if (data_bytes != available) {
     fail("shape " + shape_str(h.shape) + " of " + h.dtype + " needs " + std::to_string(data_bytes) +
@@ -266,16 +268,17 @@ class ArrayBuilder {
   }
   bool end_array() {
     const std::size_t depth = m_counts.size(), length = m_counts.back();
+    m_counts.pop_back();  // a complaint about this array names the array itself
     if (length == 0) {
       if (!m_rank) m_rank = depth;
-      else if (*m_rank != depth) return fail("ragged: an empty array where deeper arrays belong");
+      else if (*m_rank != depth) return fail("ragged: an empty array where deeper arrays belong", true);
     }
     if (m_shape.size() < depth) m_shape.resize(depth, unknown);
     if (m_shape[depth - 1] == unknown) m_shape[depth - 1] = length;
     else if (m_shape[depth - 1] != length) {
-      return fail("ragged: " + std::to_string(length) + " elements where other rows have " + std::to_string(m_shape[depth - 1]));
+      return fail("ragged: " + std::to_string(length) + " elements where other rows have " +
+                  std::to_string(m_shape[depth - 1]), true);
     }
-    m_counts.pop_back();
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
@@ -303,13 +306,14 @@ class ArrayBuilder {
     m_data.push_back(v);
     return true;
   }
-  // The problem, at the index path of the element being read: in each enclosing array the
-  // element already counted, in the innermost one the next.
-  bool fail(const std::string& problem) {
+  // The problem, at the index path of what is being read: in each enclosing array the element
+  // already counted; in the innermost one the next element, or, for a complaint about an array
+  // just closed, that array.
+  bool fail(const std::string& problem, bool closed_array = false) {
     std::string where;
     for (std::size_t i = 0; i < m_counts.size(); ++i) {
-      const bool innermost = i + 1 == m_counts.size();
-      where += "[" + std::to_string(innermost ? m_counts[i] : m_counts[i] - 1) + "]";
+      const bool next = i + 1 == m_counts.size() && !closed_array;
+      where += "[" + std::to_string(next ? m_counts[i] : m_counts[i] - 1) + "]";
     }
     m_problem = (where.empty() ? "" : where + ": ") + problem;
     return false;
@@ -389,6 +393,9 @@ void write_npy(const std::string& path, const xt::xarray<T>& array) {
 }
 
 StoredArray parse_json_array(std::string_view text, const std::string& what) {
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw error(what + ": not JSON: a NUL byte at byte " + std::to_string(nul));
+  }
   ArrayBuilder builder;
   if (!Json::sax_parse(text, &builder) || !builder.problem().empty()) {
     throw error(what + ": " + (builder.problem().empty() ? "not JSON" : builder.problem()));
@@ -396,9 +403,16 @@ StoredArray parse_json_array(std::string_view text, const std::string& what) {
   return builder.result();
 }
 
-StoredArray read_json_array(const std::string& path) {
-  return parse_json_array(read_file(path, 0, file_size(path)), path);
+std::string read_text_file(const std::string& path, std::size_t max_bytes) {
+  const std::size_t size = file_size(path);
+  if (size > max_bytes) {
+    throw error(path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
+                " this reader takes");
+  }
+  return read_file(path, 0, size);
 }
+
+StoredArray read_json_array(const std::string& path) { return parse_json_array(read_text_file(path), path); }
 
 template <class T>
 Json array_to_json(const xt::xarray<T>& array) {

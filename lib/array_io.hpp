@@ -21,7 +21,8 @@ struct StoredArray {
 // Fortran order, format version 1.0, 2.0 or 3.0. Before it allocates anything but the header it
 // checks the magic, the version, the header length against the file size, the header dict (keys
 // descr, fortran_order, shape in any order, nothing else), the shape (no negative axis, no
-// overflow) and that the data is exactly shape-product x item-size bytes to the end of the file.
+// overflow, at most max_array_elements) and that the data is exactly shape-product x item-size
+// bytes to the end of the file.
 // Throws xgrad::error naming the file and the problem.
 StoredArray read_npy(const std::string& path);
 // The same from bytes in memory; `what` names them in errors.
@@ -44,6 +45,10 @@ StoredArray parse_json_array(std::string_view text, const std::string& what);
 // Nested arrays as read_json_array reads them back, non-finite values as strings.
 template <class T>
 Json array_to_json(const xt::xarray<T>& array);
+
+// The whole content of a regular file of at most max_bytes (default 1 GiB); xgrad::error naming
+// the file if it is missing, not a regular file (a directory, a FIFO, /dev/zero), or larger.
+std::string read_text_file(const std::string& path, std::size_t max_bytes = std::size_t(1) << 30);
 
 // read_npy for a name ending in .npy, read_json_array for .json; xgrad::error otherwise.
 StoredArray read_array(const std::string& path);

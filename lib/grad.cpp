@@ -16,11 +16,8 @@ template <class T>
 std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const xt::xarray<T>& grad_out) {
   check_backward_args(y, xs, Shape(grad_out.shape().begin(), grad_out.shape().end()));
   Graph<T>& g = y.graph();
-  Var<T> seed;
-  {
-    typename Graph<T>::BackwardScope scope(g, y.id());
-    seed = g.constant("grad_out", grad_out);
-  }
+  const Var<T> seed = g.constant("grad_out", grad_out);
+  g.set_grad_of(seed.id(), y.id());
   return grad(y, xs, seed);
 }
 

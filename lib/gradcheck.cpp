@@ -47,9 +47,13 @@ class Comparer {
     m_report.passed = m_report.passed && e.passed;
     ++m_report.compared;
     const double b = badness(e, m_report.atol, m_report.rtol);
+    GradcheckEntry& worst = m_report.inputs[e.input];
+    e.compared = worst.compared + 1;
     if (b > m_worst[e.input]) {
       m_worst[e.input] = b;
-      m_report.inputs[e.input] = std::move(e);
+      worst = std::move(e);
+    } else {
+      worst.compared = e.compared;
     }
   }
 
@@ -59,9 +63,10 @@ class Comparer {
 };
 
 template <class T>
-void check_inputs(const Var<T>& y, const std::vector<Var<T>>& xs) {
+void check_inputs(const Var<T>& y, const std::vector<Var<T>>& xs, const GradcheckOptions& options) {
   if (!y.valid()) throw error("gradcheck: y is an empty Var");
   if (xs.empty()) throw error("gradcheck: no inputs to check (xs is empty)");
+  if (!(options.eps > 0) || !std::isfinite(options.eps)) throw error("gradcheck: eps must be a positive number");
   for (std::size_t i = 0; i < xs.size(); ++i) {
     const std::string what = "gradcheck: x[" + std::to_string(i) + "]";
     if (!xs[i].valid()) throw error(what + " is an empty Var");
@@ -90,6 +95,10 @@ std::string GradcheckReport::str() const {
                 passed ? "PASS" : "FAIL");
   std::string s = buf;
   for (const auto& e : inputs) {
+    if (e.compared == 0) {
+      s += "  " + e.name + ": nothing to compare (an empty array)\n";
+      continue;
+    }
     const std::string where = mode == GradcheckMode::full
                                   ? "d y" + index_str(e.output_index) + " / d " + e.name + index_str(e.index)
                                   : e.name + " projection " + std::to_string(e.index.at(0));
@@ -104,7 +113,7 @@ std::string GradcheckReport::str() const {
 
 template <class T>
 GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs, const GradcheckOptions& options) {
-  check_inputs(y, xs);
+  check_inputs(y, xs, options);
   GradcheckReport report;
   report.dtype = dtype_name<T>();
   report.eps = options.eps;
@@ -154,6 +163,9 @@ GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs, const 
   report.mode = options.mode != GradcheckMode::automatic ? options.mode
                 : m * inputs_size <= options.full_limit ? GradcheckMode::full
                                                          : GradcheckMode::projection;
+  if (report.mode == GradcheckMode::projection && options.projections == 0) {
+    throw error("gradcheck: projection mode with projections = 0 would compare nothing");
+  }
   Comparer comparer(report, xs.size());
 
   if (report.mode == GradcheckMode::full) {

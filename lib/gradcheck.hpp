@@ -45,6 +45,7 @@ struct GradcheckEntry {
   std::vector<std::size_t> output_index;  // full: the element of y; projection: empty
   double analytic = 0, numeric = 0, abs_error = 0, rel_error = 0;
   bool passed = true;
+  std::size_t compared = 0;               // how many values of this input were compared
 };
 
 struct GradcheckReport {

@@ -89,12 +89,12 @@ std::string to_dot(const Graph<T>& g) {
   };
   out << "  subgraph cluster_forward {\n    label=\"forward\"; color=\"#999999\";\n";
   for (std::size_t i = 0; i < g.size(); ++i) {
-    if (!g.node(i).grad_of) box(i);
+    if (!g.node(i).in_backward()) box(i);
   }
   out << "  }\n  subgraph cluster_backward {\n"
          "    label=\"backward\"; style=filled; fillcolor=\"#fdf1e4\"; color=\"#e6a15c\";\n";
   for (std::size_t i = 0; i < g.size(); ++i) {
-    if (g.node(i).grad_of) box(i);
+    if (g.node(i).in_backward()) box(i);
   }
   out << "  }\n";
   for (std::size_t i = 0; i < g.size(); ++i) {

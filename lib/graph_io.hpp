@@ -29,9 +29,9 @@ Json parse_graph_json(std::string_view text);
 template <class T>
 std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json);
 
-// Graphviz DOT: one box per node (op, name, shape), inputs as edges, forward nodes in one
-// cluster and backward nodes in another (shaded), a dashed edge from each backward node to the
-// node it belongs to (grad_of). Render with `dot -Tsvg`.
+// Graphviz DOT: one box per node (op, name, attributes, shape), inputs as edges, forward nodes
+// in one cluster and backward nodes in another (shaded), a dashed edge from each gradient to the
+// node it is the gradient of (grad_of). Render with `dot -Tsvg`.
 template <class T>
 std::string to_dot(const Graph<T>& graph);
 

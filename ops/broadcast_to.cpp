@@ -56,7 +56,7 @@ Var<T> broadcast_to(const Var<T>& x, const Shape& shape) {
 
 std::shared_ptr<const Op> make_broadcast_to_op(const JsonCursor& attrs) {
   attrs.check_object({key_shape});
-  return std::make_shared<BroadcastToOp>(attrs[key_shape].shape(JsonLimits::max_elements));
+  return std::make_shared<BroadcastToOp>(attrs[key_shape].shape());
 }
 
 template Var<float> broadcast_to(const Var<float>&, const Shape&);

@@ -70,7 +70,7 @@ Var<T> sum_to(const Var<T>& x, const Shape& shape) {
 
 std::shared_ptr<const Op> make_sum_to_op(const JsonCursor& attrs) {
   attrs.check_object({key_shape});
-  return std::make_shared<SumToOp>(attrs[key_shape].shape(JsonLimits::max_elements));
+  return std::make_shared<SumToOp>(attrs[key_shape].shape());
 }
 
 template Var<float> sum_to(const Var<float>&, const Shape&);

@@ -132,10 +132,15 @@ BOOST_AUTO_TEST_CASE(rejects_bad_files_before_allocating) {
   check_error([&] { parse_npy(npy(good_dict, data.substr(0, 40)), "t.npy"); }, {"needs 48 data bytes", "has 40", "truncated"});
   check_error([&] { parse_npy(npy(good_dict, data + "x"), "t.npy"); }, {"needs 48 data bytes", "has 49", "trailing"});
   // A huge shape with no data fails on the size check, not in an allocation.
+  check_error([&] { parse_npy(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (10000, 10000), }"), "t.npy"); },
+              {"needs 800000000 data bytes", "has 0"});
   check_error([&] { parse_npy(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (100000000, 100000000), }"), "t.npy"); },
-              {"needs 80000000000000000 data bytes", "has 0"});
+              {"shape (100000000, 100000000) has more than 268435456 elements"});
   check_error([&] { parse_npy(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"), "t.npy"); },
-              {"overflows"});
+              {"more than 268435456 elements"});
+  // An empty array cannot carry an absurd axis either.
+  check_error([&] { parse_npy(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 18446744073709551615), }"), "t.npy"); },
+              {"more than 268435456 elements", "axes of length 0 counted as 1"});
   check_error([&] { parse_npy(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999,), }"), "t.npy"); },
               {"overflows"});
   check_error([&] { parse_npy(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (-2, 3), }"), "t.npy"); },
@@ -179,10 +184,12 @@ BOOST_AUTO_TEST_CASE(json_arrays_read_nested_numbers) {
 }
 
 BOOST_AUTO_TEST_CASE(json_arrays_reject_bad_input) {
-  check_error([&] { parse_json_array("[[1, 2], [3]]", "a.json"); }, {"a.json", "ragged"});
+  check_error([&] { parse_json_array("[[1, 2], [3]]", "a.json"); }, {"a.json: [1]: ragged: 1 elements where other rows have 2"});
+  check_error([&] { parse_json_array("[[[]], []]", "a.json"); }, {"a.json: [1]: ragged: an empty array where deeper"});
+  check_error([&] { parse_json_array(std::string_view("[1, 2]\0[[[", 10), "a.json"); }, {"a.json: not JSON: a NUL byte at byte 6"});
   check_error([&] { parse_json_array("[[1, 2], 3]", "a.json"); }, {"a.json: [1]", "ragged"});
   check_error([&] { parse_json_array("[1, [2]]", "a.json"); }, {"ragged"});
-  check_error([&] { parse_json_array("[[], [1]]", "a.json"); }, {"ragged"});
+  check_error([&] { parse_json_array("[[], [1]]", "a.json"); }, {"a.json: [1]: ragged"});
   check_error([&] { parse_json_array("[[1, \"x\"]]", "a.json"); }, {"a.json: [0][1]", "got a string"});
   check_error([&] { parse_json_array("[1, null]", "a.json"); }, {"[1]", "got null"});
   check_error([&] { parse_json_array("[true]", "a.json"); }, {"got a boolean"});

@@ -100,6 +100,17 @@ BOOST_AUTO_TEST_CASE(leaves_the_graph_unchanged) {
   BOOST_TEST(y.value() == before);
 }
 
+BOOST_AUTO_TEST_CASE(empty_inputs_compare_nothing_and_say_so) {
+  Graph<double> g;
+  const auto q = g.input("q", xt::zeros<double>({0, 2}));
+  const auto k = g.input("k", random_array<double>({3, 2}, 6));
+  const auto v = g.input("v", random_array<double>({3, 4}, 7));
+  const auto report = xgrad::gradcheck(attention(q, k, v), {q, k, v});
+  BOOST_TEST(report.compared == 0u);
+  BOOST_TEST(report.inputs[0].compared == 0u);
+  BOOST_TEST(report.str().find("q: nothing to compare (an empty array)") != std::string::npos, report.str());
+}
+
 BOOST_AUTO_TEST_CASE(rejects_bad_arguments) {
   Graph<double> g, other;
   const auto x = g.input("x", {{1, 2}});
@@ -109,6 +120,13 @@ BOOST_AUTO_TEST_CASE(rejects_bad_arguments) {
   check_error([&] { xgrad::gradcheck(y, {}); }, {"no inputs"});
   check_error([&] { xgrad::gradcheck(y, {alien}); }, {"x[0] belongs to another graph"});
   check_error([&] { xgrad::gradcheck(Var<double>(), {x}); }, {"y is an empty Var"});
+  GradcheckOptions none;
+  none.mode = GradcheckMode::projection;
+  none.projections = 0;
+  check_error([&] { xgrad::gradcheck(y, {x}, none); }, {"projections = 0"});
+  GradcheckOptions zero_eps;
+  zero_eps.eps = 0;
+  check_error([&] { xgrad::gradcheck(y, {x}, zero_eps); }, {"eps must be a positive number"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

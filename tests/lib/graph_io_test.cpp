@@ -204,11 +204,27 @@ BOOST_AUTO_TEST_CASE(import_names_the_json_path_of_the_first_problem) {
                      {"nodes[0].value.shape: is (2, 1), the node's shape is (1, 2)"});
   check_import_error([](Json& j) { j["nodes"][0]["role"] = "forward"; }, {"nodes[0].role: a leaf \"input\" has role \"input\""});
   check_import_error([](Json& j) { j["nodes"][0]["role"] = "hero"; }, {"nodes[0].role: unknown role \"hero\""});
-  check_import_error([](Json& j) { j["nodes"][1]["role"] = "backward"; }, {"nodes[1]: a backward node needs \"grad_of\""});
-  check_import_error([](Json& j) { j["nodes"][1]["grad_of"] = 0; }, {"nodes[1].grad_of: a forward node belongs to no backward pass"});
+  check_import_error([](Json& j) { j["nodes"][1]["grad_of"] = 0; }, {"nodes[1].grad_of: a forward node is no gradient"});
+  check_import_error([](Json& j) { j["nodes"][1]["role"] = "backward"; j["nodes"][1]["grad_of"] = 1; },
+                     {"nodes[1].grad_of: refers to node 1, which is not before node 1"});
   check_import_error([](Json& j) { j["nodes"][0]["inputs"] = {0}; }, {"nodes[0].inputs[0]: refers to node 0, which is not before node 0"});
   check_import_error([](Json& j) { j["outputs"]["z"] = 9; }, {"outputs.z: refers to node 9 of a graph of 3"});
   check_import_error([](Json& j) { j["nodes"] = Json::object(); }, {"nodes: expected an array, got object"});
+}
+
+BOOST_AUTO_TEST_CASE(import_bounds_what_a_small_file_can_allocate) {
+  // Two value-less leaves of 2^27 + 1 elements each: past the 2^28 budget of a whole import,
+  // refused before the second is allocated.
+  Json j = small_export();
+  j["nodes"] = Json::array();
+  for (std::size_t i = 0; i < 2; ++i) {
+    j["nodes"].push_back({{"id", i}, {"op", "input"}, {"name", ""}, {"role", "input"}, {"inputs", Json::array()},
+                          {"attrs", Json::object()}, {"shape", {(1u << 27) + 1}}});
+  }
+  j["outputs"] = Json::object();
+  check_error([&] { graph_from_json<double>(j.dump()); }, {"nodes[1]: the graph holds more than 268435456 elements"});
+  // An empty array cannot carry an absurd axis.
+  check_import_error([](Json& k) { k["nodes"][0]["shape"] = {0, 1u << 30}; }, {"nodes[0].shape: more than 268435456 elements"});
 }
 
 BOOST_AUTO_TEST_CASE(float32_import_rejects_values_out_of_range) {

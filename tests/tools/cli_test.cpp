@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(attention_takes_a_grad_output) {
   write_text(s.dir / "bad_g.json", "[[1, 2, 3]]");
   const Run bad = s.xgrad("attention --q q.json --k k.json --v v.json --grad-output bad_g.json");
   BOOST_TEST(bad.rc == 2);
-  BOOST_TEST(bad.err.find("grad_out is (1, 3)") != std::string::npos, bad.err);
+  BOOST_TEST(bad.err.find("xgrad attention: bad_g.json: grad: grad_out is (1, 3)") != std::string::npos, bad.err);
 }
 
 BOOST_AUTO_TEST_CASE(bad_usage_and_input_exit_2_with_one_line) {
@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(bad_usage_and_input_exit_2_with_one_line) {
   write_text(s.dir / "broken.json", "[[1, 2");
   write_text(s.dir / "broken.npy", "\x93NUMPY\x01\x00\xff\xff");
   const std::pair<std::string, std::string> cases[] = {
-      {"attention --q q.json --k k3.json --v v.json", "xgrad attention: attention: d_k differs"},
+      {"attention --q q.json --k k3.json --v v.json", "xgrad attention: q.json, k3.json, v.json: attention: d_k differs"},
       {"attention --q missing.npy --k k.json --v v.json", "xgrad attention: missing.npy: no such file"},
       {"attention --q broken.json --k k.json --v v.json", "xgrad attention: broken.json: not JSON"},
       {"attention --q broken.npy --k k.json --v v.json", "xgrad attention: broken.npy: too short"},
@@ -150,7 +150,12 @@ BOOST_AUTO_TEST_CASE(bad_usage_and_input_exit_2_with_one_line) {
       {"export --q q.json --k k.json --v v.json --format svg", "--format must be json|dot"},
       {"export --shape 1,1,1,1 --format dot --values all", "--values applies to --format json only"},
       {"replay", "missing GRAPH.json"},
-      {"replay missing.json", "missing.json: cannot open"},
+      {"replay missing.json", "missing.json: no such file"},
+      {"replay .", ".: not a regular file"},
+      {"replay /dev/zero", "/dev/zero: not a regular file"},
+      {"example --dtype float64 --dtype float32", "option --dtype given twice"},
+      {"gradcheck --shape 100000,2,2,2", "larger than 65536"},
+      {"gradcheck --shape 30000,30000,1,1", "--shape 30000,30000,1,1: attention would build (30000, 30000) score arrays"},
       {"replay broken.json", "broken.json: graph JSON: not JSON"},
   };
   for (const auto& [args, message] : cases) {
@@ -220,11 +225,15 @@ BOOST_AUTO_TEST_CASE(outputs_are_whole_or_absent_and_never_over_inputs) {
   BOOST_TEST(over.rc == 2);
   BOOST_TEST(over.err.find("q.json: is an input file; refusing to overwrite it") != std::string::npos, over.err);
   BOOST_TEST(read_text(s.dir / "q.json") == q_before);
-  // An input inside the output directory, under an output's name.
+  // An input inside the output directory, under an output's name: no output is written at all.
   fs::create_directories(s.dir / "out");
-  fs::copy_file(s.dir / "q.json", s.dir / "out" / "output.npy");
-  const Run inside = s.xgrad("attention --q out/output.npy --k k.json --v v.json --out out");
+  write_npy(s.path("out/grad_v.npy"), matrix<double>({{3, 0}, {0, 6}}));
+  const std::string v_before = read_text(s.dir / "out" / "grad_v.npy");
+  const Run inside = s.xgrad("attention --q q.json --k k.json --v out/grad_v.npy --out out");
   BOOST_TEST(inside.rc == 2);
+  BOOST_TEST(inside.err.find("out/grad_v.npy: is an input file") != std::string::npos, inside.err);
+  BOOST_TEST(read_text(s.dir / "out" / "grad_v.npy") == v_before);
+  BOOST_TEST(std::distance(fs::directory_iterator(s.dir / "out"), fs::directory_iterator()) == 1);
   // A write that cannot happen leaves nothing behind.
   const std::size_t before = s.files();
   const Run nowhere = s.xgrad("export --shape 2,2,2,2 -o no/such/dir/g.json");
@@ -236,6 +245,41 @@ BOOST_AUTO_TEST_CASE(outputs_are_whole_or_absent_and_never_over_inputs) {
   BOOST_TEST_REQUIRE(s.xgrad("export --shape 2,2,2,2 --seed 1 -o g.json").rc == 0);
   BOOST_TEST(s.xgrad("replay g.json").rc == 0);
   BOOST_TEST(s.files() == before + 1);  // no temporary files left
+}
+
+BOOST_AUTO_TEST_CASE(failing_stdout_is_an_error) {
+  Sandbox s;
+  for (const char* args : {"export --shape 3,3,3,3", "attention --q q.json --k k.json --v v.json", "example"}) {
+    const std::string cmd = "cd '" + s.dir.string() + "' && '" XGRAD_TOOL "' " + args + " > /dev/full 2> err.txt";
+    const int status = std::system(cmd.c_str());
+    BOOST_TEST(WEXITSTATUS(status) == 2, args);
+    BOOST_TEST(read_text(s.dir / "err.txt").find("cannot write to standard output") != std::string::npos, args);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(float32_inputs_out_of_range_are_refused) {
+  Sandbox s;
+  write_text(s.dir / "big.json", "[[1e300], [0]]");
+  const Run r = s.xgrad("attention --q big.json --k k.json --v v.json --dtype float32");
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.err.find("big.json: the value 1000000") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("at [0, 0] is outside the range of float32") != std::string::npos, r.err);
+  BOOST_TEST(s.xgrad("attention --q big.json --k k.json --v v.json").rc == 0);  // fine in float64
+}
+
+BOOST_AUTO_TEST_CASE(help_is_an_option_not_a_value) {
+  Sandbox s;
+  const Run help = s.xgrad("export --shape 1,1,1,1 --help");
+  BOOST_TEST(help.rc == 0);
+  BOOST_TEST(help.out.rfind("usage: xgrad export", 0) == 0u);
+  const Run value = s.xgrad("export --shape 1,1,1,1 -o --help");
+  BOOST_TEST(value.rc == 0, value.err);
+  BOOST_TEST(fs::exists(s.dir / "--help"));  // a file named --help, as asked
+  for (const char* cmd : {"example", "attention", "gradcheck", "export", "replay"}) {
+    const Run r = s.xgrad(std::string(cmd) + " --help");
+    BOOST_TEST(r.rc == 0, cmd);
+    BOOST_TEST(r.out.rfind(std::string("usage: xgrad ") + cmd, 0) == 0u, cmd);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(dot_export_renders_with_graphviz) {

@@ -25,35 +25,37 @@ const char* const help =
     "                    {\"output\": ..., \"grad_q\": ..., \"grad_k\": ..., \"grad_v\": ...} to stdout.\n"
     "                    Non-finite values are the strings \"nan\", \"inf\", \"-inf\".\n"
     "\n"
-    "Files are written whole or not at all, and never over an input file.\n"
+    "The four files are written whole or not at all, and never over an input file. JSON cannot\n"
+    "show the shape of an empty array beyond its first empty axis ([] for (0, 1, 2)); --out can.\n"
+    "Inputs whose T_q x T_k score arrays (times the batch) exceed 2^26 elements are refused.\n"
     "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
 
 template <class T>
 int run_attention(const Options& o, const AttentionInputs& in) {
-  Graph<T> g;
-  const Var<T> q = g.input("q", xt::cast<T>(in.q));
-  const Var<T> k = g.input("k", xt::cast<T>(in.k));
-  const Var<T> v = g.input("v", xt::cast<T>(in.v));
-  const Var<T> out = attention(q, k, v);
+  AttentionGraph<T> a;
+  build_attention(in, a);
   std::vector<std::string> inputs = in.files;
   std::vector<Var<T>> grads;
   if (const auto path = o.get("--grad-output")) {
-    grads = grad(out, {q, k, v}, xt::xarray<T>(xt::cast<T>(read_array(*path).values)));
+    const xt::xarray<T> g = to_dtype<T>(read_array(*path).values, *path);
+    grads = naming(*path, [&] { return grad(a.out, {a.q, a.k, a.v}, g); });
     inputs.push_back(*path);
   } else {
-    grads = grad(out, {q, k, v});
+    grads = grad(a.out, {a.q, a.k, a.v});
   }
   const std::pair<const char*, const Var<T>*> results[] = {
-      {"output", &out}, {"grad_q", &grads[0]}, {"grad_k", &grads[1]}, {"grad_v", &grads[2]}};
+      {"output", &a.out}, {"grad_q", &grads[0]}, {"grad_k", &grads[1]}, {"grad_v", &grads[2]}};
 
   if (const auto dir = o.get("--out")) {
     std::error_code ec;
     std::filesystem::create_directories(*dir, ec);
     if (!std::filesystem::is_directory(*dir)) throw error(*dir + ": cannot create the output directory");
+    std::vector<std::pair<std::string, FileWriter>> files;
     for (const auto& [name, var] : results) {
-      const std::string path = (std::filesystem::path(*dir) / (std::string(name) + ".npy")).string();
-      write_file_atomically(path, inputs, [&](const std::string& temp) { write_npy(temp, var->value()); });
+      files.emplace_back((std::filesystem::path(*dir) / (std::string(name) + ".npy")).string(),
+                         [var = var](const std::string& temp) { write_npy(temp, var->value()); });
     }
+    write_files_atomically(files, inputs);
     return 0;
   }
   Json j = Json::object();

@@ -1,7 +1,9 @@
 #include "cli.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@ Options::Options(const std::vector<std::string>& args, std::initializer_list<Opt
                  std::size_t max_positional) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (a == "--help" || a == "-h") throw help_requested{};
     if (a.size() > 1 && a[0] == '-') {
       const OptionSpec* spec = nullptr;
       for (const auto& s : specs) {
@@ -94,6 +97,7 @@ AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
     in.k = normal_array(dims[1], dims[2], rng);
     in.v = normal_array(dims[1], dims[3], rng);
     in.dtype = "float64";
+    in.origin = "--shape " + text;
   } else {
     if (o.has("--seed")) throw usage_error("--seed goes with --shape");
     for (const char* name : {"--q", "--k", "--v"}) {
@@ -107,6 +111,7 @@ AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
       StoredArray a = read_array(path);
       *target = std::move(a.values);
       in.files.push_back(path);
+      in.origin += (in.origin.empty() ? "" : ", ") + path;
       if (in.dtype.empty()) in.dtype = a.dtype;
       else if (in.dtype != a.dtype && !o.has("--dtype")) {
         throw error(path + ": is " + a.dtype + " but the inputs before it are " + in.dtype +
@@ -115,34 +120,79 @@ AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
     }
   }
   in.dtype = o.choice("--dtype", {"float32", "float64"}, in.dtype);
+  // The T_q x T_k arrays the graph will hold, before anything allocates them.
+  if (in.q.dimension() >= 2 && in.k.dimension() >= 2) {
+    Shape scores(in.q.shape().begin(), in.q.shape().end() - 1);
+    scores.push_back(in.k.shape()[in.k.dimension() - 2]);
+    if (!bounded_size(scores, max_scores_elements)) {
+      throw error(in.origin + ": attention would build " + shape_str(scores) + " score arrays, more than the " +
+                  std::to_string(max_scores_elements) + " elements the tool allows");
+    }
+  }
   return in;
 }
 
-void write_file_atomically(const std::string& path, const std::vector<std::string>& inputs,
-                           const std::function<void(const std::string&)>& write) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  for (const auto& input : inputs) {
-    if (fs::exists(path, ec) && fs::equivalent(path, input, ec)) {
-      throw error(path + ": is an input file; refusing to overwrite it");
+template <class T>
+xt::xarray<T> to_dtype(const xt::xarray<double>& values, const std::string& what) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double x = values.data()[i];
+    if (std::isfinite(x) && std::abs(x) > static_cast<double>(std::numeric_limits<T>::max())) {
+      throw error(what + ": the value " + std::to_string(x) + " at " + index_str(unravel_index(i, values.shape())) +
+                  " is outside the range of " + dtype_name<T>());
     }
   }
-  const fs::path target(path);
-  std::string temp = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
-  const int fd = mkstemp(temp.data());
-  if (fd < 0) throw error(path + ": cannot create a file in its directory");
-  close(fd);
+  return xt::cast<T>(values);
+}
+
+template <class T>
+void build_attention(const AttentionInputs& in, AttentionGraph<T>& a) {
+  const auto& files = in.files;
+  const auto name = [&](std::size_t i, const char* fallback) { return i < files.size() ? files[i] : std::string(fallback); };
+  a.q = a.graph.input("q", to_dtype<T>(in.q, name(0, "q")));
+  a.k = a.graph.input("k", to_dtype<T>(in.k, name(1, "k")));
+  a.v = a.graph.input("v", to_dtype<T>(in.v, name(2, "v")));
+  a.out = naming(in.origin, [&] { return attention(a.q, a.k, a.v); });
+}
+
+template xt::xarray<float> to_dtype(const xt::xarray<double>&, const std::string&);
+template xt::xarray<double> to_dtype(const xt::xarray<double>&, const std::string&);
+template void build_attention(const AttentionInputs&, AttentionGraph<float>&);
+template void build_attention(const AttentionInputs&, AttentionGraph<double>&);
+
+void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>>& files,
+                            const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& [path, writer] : files) {
+    for (const auto& input : inputs) {
+      if (fs::exists(path, ec) && fs::equivalent(path, input, ec)) {
+        throw error(path + ": is an input file; refusing to overwrite it");
+      }
+    }
+  }
+  std::vector<std::string> temps;
+  const auto discard = [&] {
+    for (const auto& t : temps) fs::remove(t, ec);
+  };
   try {
-    write(temp);
-    const mode_t mask = umask(0);  // mkstemp made it 0600; give it the usual umask-based mode
-    umask(mask);
-    fs::permissions(temp, static_cast<fs::perms>(0666 & ~mask));
-    fs::rename(temp, target);
+    for (const auto& [path, writer] : files) {
+      const fs::path target(path);
+      std::string temp = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
+      const int fd = mkstemp(temp.data());
+      if (fd < 0) throw error(path + ": cannot create a file in its directory");
+      close(fd);
+      temps.push_back(temp);
+      writer(temp);
+      const mode_t mask = umask(0);  // mkstemp made it 0600; give it the usual umask-based mode
+      umask(mask);
+      fs::permissions(temp, static_cast<fs::perms>(0666 & ~mask));
+    }
+    for (std::size_t i = 0; i < files.size(); ++i) fs::rename(temps[i], files[i].first);
   } catch (const fs::filesystem_error& e) {
-    fs::remove(temp, ec);
-    throw error(path + ": cannot write it: " + e.code().message());
+    discard();
+    throw error(std::string(e.path1().c_str()) + ": cannot write it: " + e.code().message());
   } catch (...) {
-    fs::remove(temp, ec);
+    discard();
     throw;
   }
 }

@@ -12,6 +12,8 @@
 
 #include <xtensor/xarray.hpp>
 
+#include <xgrad/xgrad.hpp>
+
 #include "commands.hpp"
 
 namespace xgrad::tool {
@@ -21,8 +23,9 @@ struct OptionSpec {
   bool takes_value;
 };
 
-// Parsed command-line options. Throws usage_error for an unknown option, a missing value, an
-// option given twice, or more positional arguments than allowed.
+// Parsed command-line options. Throws help_requested for --help or -h in an option's place,
+// usage_error for an unknown option, a missing value, an option given twice, or more positional
+// arguments than allowed.
 class Options {
  public:
   Options(const std::vector<std::string>& args, std::initializer_list<OptionSpec> specs,
@@ -39,13 +42,20 @@ class Options {
   std::vector<std::string> m_positional;
 };
 
+// The most elements of one T_q x T_k array (times the batch) the tool builds: 2^26, 256 MiB of
+// float32, so that a small input file cannot make it allocate without bound.
+inline constexpr std::size_t max_scores_elements = std::size_t(1) << 26;
+
 // q, k, v as float64 with the dtype to compute in, from --q --k --v files (.npy or .json) or,
 // where allowed, from --shape TQ,TK,DK,DV [--seed N] (independent standard normal entries).
 // The dtype is --dtype if given, else that of the files (float64 for --shape and for JSON).
 struct AttentionInputs {
   std::string dtype;
   xt::xarray<double> q, k, v;
-  std::vector<std::string> files;  // the input files read, never to be overwritten
+  std::vector<std::string> files;  // q, k, v files read, never to be overwritten
+
+  // "q.json, k.json, v.json" or "--shape 2,3,4,5": where the inputs came from, for messages.
+  std::string origin;
 };
 AttentionInputs attention_inputs(const Options& options, bool allow_shape);
 
@@ -53,11 +63,36 @@ AttentionInputs attention_inputs(const Options& options, bool allow_shape);
 inline constexpr std::initializer_list<OptionSpec> input_options = {
     {"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true}, {"--dtype", true}};
 
-// Writes `path` through a temporary file in the same directory, renamed into place once
-// complete, so a failure never leaves a half-written file. Refuses (xgrad::error) to write over
-// any of `inputs`.
-void write_file_atomically(const std::string& path, const std::vector<std::string>& inputs,
-                           const std::function<void(const std::string& temp_path)>& write);
+// `values` in T; xgrad::error naming `what` if a finite value is outside T's range.
+template <class T>
+xt::xarray<T> to_dtype(const xt::xarray<double>& values, const std::string& what);
+
+template <class T>
+struct AttentionGraph {
+  Graph<T> graph;
+  Var<T> q, k, v, out;
+};
+// Builds q, k, v inputs (named so) and out = attention(q, k, v) in `a`; errors name the inputs'
+// origin: "q.json, k.json, v.json: attention: d_k differs: ...".
+template <class T>
+void build_attention(const AttentionInputs& in, AttentionGraph<T>& a);
+
+// Runs f; an xgrad::error it throws is rethrown with "<what>: " in front.
+template <class F>
+auto naming(const std::string& what, F&& f) {
+  try {
+    return f();
+  } catch (const error& e) {
+    throw error(what + ": " + e.what());
+  }
+}
+
+// Writes each (path, writer) through a temporary file in the path's directory; once all are
+// complete they are renamed into place, so a failure leaves none half-written and replaces
+// none. Refuses (xgrad::error) to write over any of `inputs`.
+using FileWriter = std::function<void(const std::string& temp_path)>;
+void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>>& files,
+                            const std::vector<std::string>& inputs);
 
 // Calls f(float{}) or f(double{}) for dtype "float32" or "float64": f(auto tag) computes in
 // decltype(tag).

@@ -13,6 +13,9 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// --help or -h among a command's options: main prints the command's help and exits 0.
+struct help_requested {};
+
 struct Command {
   const char* name;
   const char* summary;

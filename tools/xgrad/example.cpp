@@ -6,7 +6,7 @@
 
 #include <xgrad/xgrad.hpp>
 
-#include "commands.hpp"
+#include "cli.hpp"
 
 namespace xgrad::tool {
 
@@ -66,19 +66,9 @@ int run_example() {
 }
 
 int run(const std::vector<std::string>& args) {
-  std::string dtype = "float32";
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--dtype" && i + 1 < args.size()) {
-      dtype = args[++i];
-    } else if (args[i] == "--dtype") {
-      throw usage_error("--dtype needs a value: float32 or float64");
-    } else {
-      throw usage_error("unknown argument '" + args[i] + "'");
-    }
-  }
-  if (dtype == "float32") return run_example<float>();
-  if (dtype == "float64") return run_example<double>();
-  throw usage_error("--dtype must be float32 or float64, not '" + dtype + "'");
+  const Options o(args, {{"--dtype", true}});
+  const std::string dtype = o.choice("--dtype", {"float32", "float64"}, "float32");
+  return with_dtype(dtype, [](auto tag) { return run_example<decltype(tag)>(); });
 }
 
 }  // namespace

@@ -32,14 +32,12 @@ const char* const help =
 
 template <class T>
 int run_export(const Options& o, const AttentionInputs& in) {
-  Graph<T> g;
-  const Var<T> q = g.input("q", xt::cast<T>(in.q));
-  const Var<T> k = g.input("k", xt::cast<T>(in.k));
-  const Var<T> v = g.input("v", xt::cast<T>(in.v));
-  const Var<T> out = attention(q, k, v);
-  g.set_output("out", out);
+  AttentionGraph<T> a;
+  build_attention(in, a);
+  Graph<T>& g = a.graph;
+  g.set_output("out", a.out);
   if (!o.has("--no-backward")) {
-    const auto grads = grad(out, {q, k, v});
+    const auto grads = grad(a.out, {a.q, a.k, a.v});
     g.set_grad("q", grads[0]);
     g.set_grad("k", grads[1]);
     g.set_grad("v", grads[2]);
@@ -51,12 +49,13 @@ int run_export(const Options& o, const AttentionInputs& in) {
   const std::string text = format == "dot" ? to_dot(g) : to_json(g, ev).dump() + "\n";
 
   if (const auto path = o.get("-o")) {
-    write_file_atomically(*path, in.files, [&](const std::string& temp) {
-      std::ofstream f(temp, std::ios::binary);
-      f << text;
-      f.close();
-      if (!f) throw error(*path + ": cannot write it");
-    });
+    write_files_atomically({{*path, [&](const std::string& temp) {
+                              std::ofstream f(temp, std::ios::binary);
+                              f << text;
+                              f.close();
+                              if (!f) throw error(*path + ": cannot write it");
+                            }}},
+                           in.files);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
   }

@@ -27,11 +27,9 @@ const char* const help =
 
 template <class T>
 int run_gradcheck(const AttentionInputs& in) {
-  Graph<T> g;
-  const Var<T> q = g.input("q", xt::cast<T>(in.q));
-  const Var<T> k = g.input("k", xt::cast<T>(in.k));
-  const Var<T> v = g.input("v", xt::cast<T>(in.v));
-  const GradcheckReport report = gradcheck(attention(q, k, v), {q, k, v});
+  AttentionGraph<T> a;
+  build_attention(in, a);
+  const GradcheckReport report = gradcheck(a.out, {a.q, a.k, a.v});
   std::printf("%s", report.str().c_str());
   return report.passed ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // xgrad: the command-line tool. `xgrad <command> [options]`, `xgrad <command> --help`.
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -38,20 +39,28 @@ int main(int argc, char** argv) {
   for (const Command* c : commands) {
     if (args[0] != c->name) continue;
     const std::vector<std::string> rest(args.begin() + 1, args.end());
-    for (const auto& a : rest) {
-      if (a == "--help" || a == "-h") {
-        std::fputs(c->help, stdout);
-        return 0;
-      }
-    }
+    int status = 2;
     try {
-      return c->run(rest);
+      status = c->run(rest);
+    } catch (const xgrad::tool::help_requested&) {
+      std::fputs(c->help, stdout);
+      status = 0;
     } catch (const xgrad::tool::usage_error& e) {
       std::fprintf(stderr, "xgrad %s: %s (see xgrad %s --help)\n", c->name, e.what(), c->name);
+      return 2;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "xgrad %s: out of memory\n", c->name);
+      return 2;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "xgrad %s: %s\n", c->name, e.what());
+      return 2;
     }
-    return 2;
+    // A script must not read success from output that never arrived (a full disk, a closed pipe).
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "xgrad %s: cannot write to standard output\n", c->name);
+      return 2;
+    }
+    return status;
   }
   std::fprintf(stderr, "xgrad: unknown command '%s'\n", args[0].c_str());
   print_usage(stderr);

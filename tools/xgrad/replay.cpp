@@ -2,8 +2,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <xgrad/xgrad.hpp>
 
@@ -64,21 +62,15 @@ int run(const std::vector<std::string>& args) {
   const Options o(args, {}, 1);
   if (o.positional().empty()) throw usage_error("missing GRAPH.json");
   const std::string path = o.positional()[0];
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(path + ": cannot open the file");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_text_file(path);
   Json json;
-  try {
-    json = parse_graph_json(text.str());
-  } catch (const error& e) {
-    throw error(path + ": " + e.what());
-  }
   std::string dtype;
   try {
+    json = parse_graph_json(text);
     dtype = graph_json_dtype(json);
   } catch (const error& e) {
-    throw error(path + ": " + e.what());
+    const std::string what = e.what();
+    throw error(path + ": " + (what.rfind("graph JSON", 0) == 0 ? "" : "graph JSON: ") + what);
   }
   return with_dtype(dtype, [&](auto tag) { return run_replay<decltype(tag)>(path, json); });
 }
