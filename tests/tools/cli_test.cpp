@@ -183,6 +183,16 @@ BOOST_AUTO_TEST_CASE(gradcheck_passes_and_reports_each_input) {
   BOOST_TEST(s.xgrad("gradcheck --shape 20,30,16,8").out.find("random projections") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(gradcheck_fails_with_exit_1) {
+  // A NaN input makes every derivative NaN, which no tolerance accepts.
+  Sandbox s;
+  write_text(s.dir / "nan.json", "[[\"nan\"], [0]]");
+  const Run r = s.xgrad("gradcheck --q nan.json --k k.json --v v.json");
+  BOOST_TEST(r.rc == 1, r.err);
+  BOOST_TEST(r.out.find(": FAIL\n") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("<- FAIL") != std::string::npos, r.out);
+}
+
 BOOST_AUTO_TEST_CASE(export_and_replay_round_trip) {
   Sandbox s;
   for (const char* dtype : {"float32", "float64"}) {
