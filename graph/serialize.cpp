@@ -97,19 +97,22 @@ std::size_t earlier_node(const JsonCursor& c, std::size_t self) {
   return id;
 }
 
-// Counts a node's elements against the budget of the whole import before it is allocated, so
+// The elements an import may still allocate: each node is charged before it is allocated, so
 // that a small file cannot make the importer allocate (or compute) without bound.
-void charge(const JsonCursor& c, const Shape& shape, std::size_t& total) {
-  const std::size_t count = bounded_size(shape).value_or(max_array_elements + 1);
-  if (count > max_array_elements - total) {
-    c.fail("the graph holds more than " + std::to_string(max_array_elements) +
-           " elements in all, the most an import takes");
+struct Budget {
+  std::size_t limit, used = 0;
+
+  void charge(const JsonCursor& c, const Shape& shape) {
+    const auto count = bounded_size(shape, limit);
+    if (!count || *count > limit - used) {
+      c.fail("the graph holds more than " + std::to_string(limit) + " elements in all, the most this import takes");
+    }
+    used += *count;
   }
-  total += count;
-}
+};
 
 template <class T>
-void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, Graph<T>& g, std::size_t& total) {
+void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, Graph<T>& g, Budget& budget) {
   c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::shape},
                  {key::grad_of, key::value});
   const std::size_t id = c[key::id].index();
@@ -144,7 +147,7 @@ void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, G
     if (role_name(*role) != op) role_c.fail("a leaf \"" + op + "\" has role \"" + op + "\"");
     if (!inputs.empty()) inputs_c.fail("a leaf has no inputs");
     if (!attrs.json().empty()) attrs.fail("a leaf has no attributes");
-    charge(c, shape, total);
+    budget.charge(c, shape);
     xt::xarray<T> v = value ? std::move(*value) : xt::xarray<T>(xt::zeros<T>(shape));
     if (*role == Role::input) g.input(name, std::move(v));
     else if (*role == Role::parameter) g.parameter(name, std::move(v));
@@ -172,7 +175,7 @@ void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, G
   if (computed != shape) {
     c[key::shape].fail("declared " + shape_str(shape) + ", but " + op + " of its inputs gives " + shape_str(computed));
   }
-  charge(c, shape, total);
+  budget.charge(c, shape);
   std::optional<typename Graph<T>::BackwardScope> scope;
   if (*role == Role::backward) scope.emplace(g);
   g.apply(made, inputs);
@@ -254,12 +257,12 @@ Json graph_to_json(const Graph<T>& g, ExportValues values) {
 }
 
 template <class T>
-void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g) {
+void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, std::size_t max_elements) {
   if (g.size() != 0) throw error("graph_from_json: the graph to fill already has nodes");
   const JsonCursor root(json, "");
   const JsonCursor nodes = check_header<T>(root);
-  std::size_t total = 0;
-  for (std::size_t i = 0, n = nodes.array_size(); i < n; ++i) import_node(nodes[i], i, make_op, g, total);
+  Budget budget{max_elements};
+  for (std::size_t i = 0, n = nodes.array_size(); i < n; ++i) import_node(nodes[i], i, make_op, g, budget);
   import_names(root[key::outputs], g, true);
   import_names(root[key::grads], g, false);
 }
@@ -276,7 +279,7 @@ std::vector<std::optional<xt::xarray<T>>> stored_values(const Json& json) {
 
 #define XGRAD_INSTANTIATE_SERIALIZE(T)                                                        \
   template Json graph_to_json(const Graph<T>&, ExportValues);                                \
-  template void graph_from_json(const Json&, const OpFactory&, Graph<T>&);                   \
+  template void graph_from_json(const Json&, const OpFactory&, Graph<T>&, std::size_t);      \
   template std::vector<std::optional<xt::xarray<T>>> stored_values(const Json&);
 XGRAD_INSTANTIATE_SERIALIZE(float)
 XGRAD_INSTANTIATE_SERIALIZE(double)

@@ -55,10 +55,10 @@ Json to_json(const Graph<T>& graph, ExportValues values) {
 Json parse_graph_json(std::string_view text) { return parse_json(text, JsonLimits::max_depth, what); }
 
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json) {
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements) {
   auto graph = std::make_unique<Graph<T>>();
   try {
-    graph_from_json(json, make_op, *graph);
+    graph_from_json(json, make_op, *graph, max_elements);
   } catch (const error& e) {
     throw error(what + ": " + e.what());
   }
@@ -66,8 +66,8 @@ std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json) {
 }
 
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_json(std::string_view text) {
-  return graph_from_parsed_json<T>(parse_graph_json(text));
+std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max_elements) {
+  return graph_from_parsed_json<T>(parse_graph_json(text), max_elements);
 }
 
 template <class T>
@@ -122,8 +122,8 @@ std::string to_dot(const Graph<T>& g) {
 
 #define XGRAD_INSTANTIATE_GRAPH_IO(T)                                          \
   template Json to_json(const Graph<T>&, ExportValues);                       \
-  template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&);  \
-  template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view);    \
+  template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&, std::size_t); \
+  template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view, std::size_t);    \
   template std::string to_dot(const Graph<T>&);
 XGRAD_INSTANTIATE_GRAPH_IO(float)
 XGRAD_INSTANTIATE_GRAPH_IO(double)

@@ -20,14 +20,15 @@ Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
 // export gives the same string when the values were exported. Throws xgrad::error naming the
 // JSON path of the first problem ("graph JSON: nodes[4].inputs[1]: refers to node 7, which is
 // not before node 4"); the text is checked for nesting deeper than the format before parsing.
+// The nodes may hold max_elements elements in all (see graph/serialize.hpp).
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_json(std::string_view text);
+std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max_elements = max_array_elements);
 
 // The same in two steps: parse_graph_json (the depth cap, then nlohmann's parser), after which
 // graph_json_dtype(json) tells which T to rebuild with graph_from_parsed_json<T>(json).
 Json parse_graph_json(std::string_view text);
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json);
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements = max_array_elements);
 
 // Graphviz DOT: one box per node (op, name, attributes, shape), inputs as edges, forward nodes
 // in one cluster and backward nodes in another (shaded), a dashed edge from each gradient to the

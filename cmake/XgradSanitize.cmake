@@ -1,0 +1,25 @@
+# XGRAD_SANITIZE: every target of the project with ASan + UBSan, no recovery (the first report
+# aborts), and xtensor's own bounds assertions. XGRAD_FUZZ adds libFuzzer's coverage
+# instrumentation (clang only); the fuzz targets in tests/fuzz link libFuzzer itself.
+if(XGRAD_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "XGRAD_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  set(XGRAD_SANITIZE ON)
+endif()
+if(XGRAD_SANITIZE)
+  set(xgrad_sanitize_flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  add_compile_options(${xgrad_sanitize_flags} -O1 -g)
+  add_compile_definitions(XTENSOR_ENABLE_ASSERT)
+  add_link_options(${xgrad_sanitize_flags})
+  if(XGRAD_FUZZ)
+    add_compile_options(-fsanitize=fuzzer-no-link)
+  endif()
+endif()
+
+# The installed package of a sanitized build needs the runtime in its consumers' links too.
+function(xgrad_sanitize_interface target)
+  if(XGRAD_SANITIZE)
+    target_link_options(${target} INTERFACE ${xgrad_sanitize_flags})
+  endif()
+endfunction()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Regenerates the seed corpora of tests/fuzz/corpus from real exports and files:
+#   tests/fuzz/make_seeds.sh [path/to/xgrad]     (default build/xgrad; needs python3)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+xgrad=${1:-build/xgrad}
+corpus=tests/fuzz/corpus
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+printf '[[0.6931471805599453], [0]]' > "$tmp/q.json"
+printf '[[1], [0]]' > "$tmp/k.json"
+printf '[[3, 0], [0, 6]]' > "$tmp/v.json"
+printf '[[1, -2], [0.5, 0]]' > "$tmp/g.json"
+
+# Graph exports: both dtypes, with and without backward nodes, every values mode.
+"$xgrad" export --q "$tmp/q.json" --k "$tmp/k.json" --v "$tmp/v.json" --dtype float32 -o $corpus/graph_json/documented_example.json
+"$xgrad" export --shape 2,3,2,2 --seed 1 --values inputs -o $corpus/graph_json/float64_inputs.json
+"$xgrad" export --shape 3,2,1,2 --seed 2 --values none -o $corpus/graph_json/float64_none.json
+"$xgrad" export --shape 2,2,3,1 --seed 3 --dtype float32 --no-backward -o $corpus/graph_json/float32_forward.json
+"$xgrad" export --shape 1,1,1,1 --seed 4 -o $corpus/graph_json/float64_all_1x1.json
+
+# .npy files written by numpy (tests/data/make_npy_fixtures.py).
+cp tests/data/npy/*.npy $corpus/npy/
+
+# JSON arrays.
+printf '[[1, 2.5, "nan"], [-0.0, "inf", "-inf"]]' > $corpus/json_array/matrix.json
+printf '7' > $corpus/json_array/scalar.json
+printf '[[], []]' > $corpus/json_array/empty_rows.json
+printf '[[[1e-320, 2], [3, 4]], [[5, 6], [7, 8]]]' > $corpus/json_array/rank3.json
+printf '[0.1, -1e300, 5e-324]' > $corpus/json_array/vector.json
+
+# CLI inputs: a flags byte, then the files joined by "\n\x1e\n" (see targets.hpp).
+"$xgrad" attention --q "$tmp/q.json" --k "$tmp/k.json" --v "$tmp/v.json" --out "$tmp/npy"
+python3 - "$tmp" "$corpus/cli_attention" <<'PY'
+import sys
+tmp, out = sys.argv[1], sys.argv[2]
+read = lambda p: open(f"{tmp}/{p}", "rb").read()
+sep = b"\n\x1e\n"
+def seed(name, flags, parts):
+    open(f"{out}/{name}", "wb").write(bytes([flags]) + sep.join(parts))
+seed("json_qkv", 0, [read("q.json"), read("k.json"), read("v.json")])
+seed("json_qkv_grad_float32", 1, [read("q.json"), read("k.json"), read("v.json"), read("g.json")])
+# grad_q (2, 1), grad_k (2, 1), output (2, 2) as q, k, v: valid .npy inputs.
+seed("npy_qkv", 0b11100, [read("npy/grad_q.npy"), read("npy/grad_k.npy"), read("npy/output.npy")])
+seed("mixed_extra_args", 2 | 0b100, [read("npy/grad_q.npy"), read("k.json"), read("v.json"), read("g.json"),
+                                     b"--dtype\x00float32"])
+PY
+echo "seeds written under $corpus"

@@ -1,0 +1,138 @@
+#include "targets.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string_view>
+#include <vector>
+
+#include <xgrad/xgrad.hpp>
+
+#include "cli.hpp"
+
+namespace xgrad::fuzz {
+
+namespace {
+
+// Imports at most this many elements: enough for every seed, small enough to stay fast.
+constexpr std::size_t graph_budget = std::size_t(1) << 20;
+
+std::string_view text_of(const std::uint8_t* data, std::size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
+// A broken property: stop with a message libFuzzer shows beside the input.
+[[noreturn]] void broken(const char* what) {
+  std::fprintf(stderr, "xgrad fuzz: property broken: %s\n", what);
+  std::abort();
+}
+
+bool same_bits(const xt::xarray<double>& a, const xt::xarray<double>& b) {
+  if (!shapes_equal(a.shape(), b.shape())) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = a.data()[i], y = b.data()[i];
+    if (std::isnan(x) ? !std::isnan(y) : std::memcmp(&x, &y, sizeof x) != 0) return false;
+  }
+  return true;
+}
+
+template <class T>
+void import_round_trip(const Json& json) {
+  const auto g = graph_from_parsed_json<T>(json, graph_budget);
+  g->replay();
+  const std::string text = to_json(*g, ExportValues::all).dump();
+  const auto again = graph_from_json<T>(text, graph_budget);
+  if (to_json(*again, ExportValues::all).dump() != text) broken("graph export -> import -> export changed the text");
+  to_dot(*g);
+}
+
+std::string temp_dir() {
+  std::string dir = (std::filesystem::temp_directory_path() / "xgrad_fuzz_cli_XXXXXX").string();
+  if (!mkdtemp(dir.data())) broken("cannot make a temporary directory");
+  return dir;
+}
+
+}  // namespace
+
+int graph_json(const std::uint8_t* data, std::size_t size) {
+  try {
+    const Json json = parse_graph_json(text_of(data, size));
+    if (graph_json_dtype(json) == "float32") import_round_trip<float>(json);
+    else import_round_trip<double>(json);
+  } catch (const error&) {
+  }
+  return 0;
+}
+
+int npy(const std::uint8_t* data, std::size_t size) {
+  StoredArray a;
+  try {
+    a = parse_npy(text_of(data, size), "fuzz.npy");
+  } catch (const error&) {
+    return 0;
+  }
+  const std::string bytes = a.dtype == "float32" ? npy_bytes(xt::xarray<float>(xt::cast<float>(a.values)))
+                                                 : npy_bytes(a.values);
+  const StoredArray b = parse_npy(bytes, "rewritten.npy");
+  if (b.dtype != a.dtype || !same_bits(a.values, b.values)) broken(".npy read -> write -> read changed the array");
+  return 0;
+}
+
+int json_array(const std::uint8_t* data, std::size_t size) {
+  StoredArray a;
+  try {
+    a = parse_json_array(text_of(data, size), "fuzz.json");
+  } catch (const error&) {
+    return 0;
+  }
+  if (a.values.size() == 0) return 0;  // nested arrays cannot say the shape of an empty array
+  const StoredArray b = parse_json_array(array_to_json(a.values).dump(), "rewritten.json");
+  if (!same_bits(a.values, b.values)) broken("JSON array read -> write -> read changed the array");
+  return 0;
+}
+
+int cli_attention(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  static const std::string dir = temp_dir();
+  const std::uint8_t flags = data[0];
+  std::vector<std::string> parts;
+  std::string_view rest = text_of(data + 1, size - 1);
+  for (std::size_t at; parts.size() < 4 && (at = rest.find(cli_separator)) != std::string_view::npos;) {
+    parts.emplace_back(rest.substr(0, at));
+    rest.remove_prefix(at + cli_separator.size());
+  }
+  parts.emplace_back(rest);
+  if (parts.size() < 3) return 0;
+
+  const char* names[] = {"q", "k", "v", "g"};
+  const char* options[] = {"--q", "--k", "--v", "--grad-output"};
+  std::vector<std::string> args;
+  for (std::size_t i = 0; i < std::min<std::size_t>(parts.size(), 4); ++i) {
+    const std::string path = dir + "/" + names[i] + ((flags >> (2 + i)) & 1 ? ".npy" : ".json");
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << parts[i];
+    args.insert(args.end(), {options[i], path});
+  }
+  if (flags & 1) args.insert(args.end(), {"--dtype", "float32"});
+  if (flags & 2) args.insert(args.end(), {"--dtype", "float64"});
+  if (parts.size() == 5) {
+    std::string_view extra = parts[4];
+    for (std::size_t at; (at = extra.find('\0')) != std::string_view::npos; extra.remove_prefix(at + 1)) {
+      args.emplace_back(extra.substr(0, at));
+    }
+    args.emplace_back(extra);
+  }
+  args.insert(args.end(), {"--out", dir + "/out"});
+  try {
+    tool::attention_command.run(args);
+  } catch (const error&) {
+  } catch (const tool::usage_error&) {
+  } catch (const tool::help_requested&) {
+  }
+  return 0;
+}
+
+}  // namespace xgrad::fuzz

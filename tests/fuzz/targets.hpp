@@ -1,0 +1,30 @@
+// The fuzz targets, as plain functions: libFuzzer drives them (fuzz_main.cpp), and the test
+// suite replays every checked-in corpus and regression input through them (fuzz_corpus_test.cpp).
+//
+// Each takes one input and returns 0. Rejecting the input is fine only as xgrad::error (or, for
+// the CLI, its usage errors); any other exception escapes and any broken property aborts: both
+// are findings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace xgrad::fuzz {
+
+// graph_from_json on the input as text, float32 or float64 as it says; when it imports, the
+// graph must replay and export -> import -> export must give the same text.
+int graph_json(const std::uint8_t* data, std::size_t size);
+// parse_npy on the input; when it reads, writing and reading again must give the same bits.
+int npy(const std::uint8_t* data, std::size_t size);
+// parse_json_array on the input; when it reads a non-empty array, array_to_json and reading
+// again must give the same bits.
+int json_array(const std::uint8_t* data, std::size_t size);
+// `xgrad attention` in process on files made from the input: byte 0 holds flags (bit 0
+// --dtype float32, bit 1 --dtype float64, bits 2..5 whether q, k, v, grad-output are .npy rather
+// than .json); the rest is split at cli_separator into the q, k, v files, an optional
+// grad-output file and optional extra arguments (separated by NUL bytes).
+int cli_attention(const std::uint8_t* data, std::size_t size);
+inline const std::string cli_separator = "\n\x1e\n";
+
+}  // namespace xgrad::fuzz
