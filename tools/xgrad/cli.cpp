@@ -137,7 +137,9 @@ xt::xarray<T> to_dtype(const xt::xarray<double>& values, const std::string& what
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double x = values.data()[i];
     if (std::isfinite(x) && std::abs(x) > static_cast<double>(std::numeric_limits<T>::max())) {
-      throw error(what + ": the value " + std::to_string(x) + " at " + index_str(unravel_index(i, values.shape())) +
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", x);
+      throw error(what + ": the value " + text + " at " + index_str(unravel_index(i, values.shape())) +
                   " is outside the range of " + dtype_name<T>());
     }
   }

@@ -1,0 +1,259 @@
+// The error catalogue: every validation rule of the library, the importers and the CLI, one row
+// each, as in docs/errors.md. Each row is its own test case: it provokes the error, checks its
+// type and that the message names the shapes or the JSON path. A last case checks that
+// docs/errors.md lists every row with the message the code gives, so the document stays true.
+// XGRAD_PRINT_ERRORS=1 build/tests/xgrad_tests --run_test=errors prints the table's rows.
+#include "../check.hpp"
+
+#include <boost/test/data/test_case.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli.hpp"
+
+using namespace xgrad;
+namespace fs = std::filesystem;
+
+namespace {
+
+enum class Kind { error, usage };
+
+struct Row {
+  const char* id;
+  const char* area;
+  const char* rule;
+  Kind kind;
+  std::function<void()> provoke;
+  std::vector<std::string> names;  // what the message must contain: shapes, paths, files
+};
+
+std::ostream& operator<<(std::ostream& out, const Row& r) { return out << r.id; }
+
+// A scratch directory of files for the reader and CLI rows.
+const fs::path& scratch() {
+  static const fs::path dir = [] {
+    const fs::path d = fs::temp_directory_path() / "xgrad_error_catalogue";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    const auto write = [&](const char* name, const std::string& s) { std::ofstream(d / name, std::ios::binary) << s; };
+    write("q.json", "[[0.5], [0]]");
+    write("k.json", "[[1], [0]]");
+    write("v.json", "[[3, 0], [0, 6]]");
+    write("k3.json", "[[1, 2, 3]]");
+    write("big.json", "[[1e300], [0]]");
+    write("ragged.json", "[[1, 2], [3]]");
+    write("short.npy", std::string("\x93NUMPY\x01\x00\xff\xff", 10));
+    std::string int_npy = npy_bytes(xt::xarray<double>{1.0});
+    write("int.npy", int_npy.replace(int_npy.find("<f8"), 3, "<i8"));
+    write("g.dat", "[]");
+    fs::create_directories(d / "dir.json");
+    return d;
+  }();
+  return dir;
+}
+std::string at(const char* name) { return (scratch() / name).string(); }
+
+void run_cli(const tool::Command& c, std::vector<std::string> args) { c.run(args); }
+
+// A version 1.0 .npy prelude and this header dict, no data.
+std::string npy_header(const std::string& dict) {
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(dict.size()) + '\0' + dict;
+}
+
+Json small_graph() {
+  Graph<double> g;
+  const auto x = g.input("x", {{1, 2}});
+  softmax(scale(x, 0.5));
+  return to_json(g, ExportValues::all);
+}
+// Imports small_graph() after `edit`.
+void import_edited(const std::function<void(Json&)>& edit) {
+  Json j = small_graph();
+  edit(j);
+  graph_from_json<double>(j.dump());
+}
+
+// Graph<double> with q (2, 3), k (4, 3), v (4, 5) and odd shapes, for the library rows.
+struct Fixture {
+  Graph<double> g, other;
+  Var<double> q = g.input("q", xt::zeros<double>({2, 3}));
+  Var<double> k = g.input("k", xt::zeros<double>({4, 3}));
+  Var<double> v = g.input("v", xt::zeros<double>({4, 5}));
+  Var<double> flat = g.input("flat", xt::zeros<double>({3}));
+  Var<double> alien = other.input("alien", xt::zeros<double>({4, 3}));
+};
+
+xt::xarray<double> z(std::initializer_list<std::size_t> s) { return xt::zeros<double>(s); }
+
+std::vector<Row> rows() {
+  return {
+      // The graph.
+      {"G01", "graph", "an op's input belongs to another graph", Kind::error, [] { Fixture x; add(x.q, x.alien); }, {"add (node", "input 1 (node 0) belongs to another graph"}},
+      {"G02", "graph", "an op's input is an empty Var", Kind::error, [] { Fixture x; add(x.q, Var<double>()); }, {"add (node", "input 1 is an empty Var"}},
+      {"G03", "graph", "set_value on a node that is not a leaf", Kind::error, [] { Fixture x; auto s = scale(x.q, 2.0); x.g.set_value(s, z({2, 3})); }, {"set_value: node", "scale", "leaves"}},
+      {"G04", "graph", "set_value with another shape than the leaf's", Kind::error, [] { Fixture x; x.g.set_value(x.q, z({3, 2})); }, {"'q'", "(2, 3)", "(3, 2)"}},
+      {"G05", "graph", "a node id that does not exist", Kind::error, [] { Fixture x; x.g.node(999); }, {"no node 999"}},
+      {"G06", "graph", "matrix rows of different lengths", Kind::error, [] { matrix<double>({{1, 2}, {3}}); }, {"rows of different lengths (2 and 1)"}},
+      {"G07", "graph", "the value of an empty Var", Kind::error, [] { Var<double>().value(); }, {"empty handle"}},
+      // grad().
+      {"D01", "grad", "grad_out of another shape than y", Kind::error, [] { Fixture x; grad(x.q, {x.q}, z({3, 2})); }, {"grad_out is (3, 2)", "y (node 0) is (2, 3)"}},
+      {"D02", "grad", "an x of another graph than y", Kind::error, [] { Fixture x; grad(x.q, {x.alien}); }, {"x[0] (node 0) belongs to another graph"}},
+      {"D03", "grad", "y is an empty Var", Kind::error, [] { Fixture x; grad(Var<double>(), {x.q}); }, {"grad: y is an empty Var"}},
+      // The ops.
+      {"O01", "matmul", "inner sizes differ", Kind::error, [] { Fixture x; matmul(x.q, x.v); }, {"matmul (node", "inner sizes differ", "a is (2, 3)", "b is (4, 5)"}},
+      {"O02", "matmul", "an operand of rank < 2", Kind::error, [] { Fixture x; matmul(x.flat, x.q); }, {"rank >= 2", "a is (3,)"}},
+      {"O03", "matmul", "batch axes differ", Kind::error, [] { Fixture x; auto a = x.g.input("a", z({2, 2, 3})); auto b = x.g.input("b", z({3, 3, 4})); matmul(a, b); }, {"batch axes differ", "(2, 2, 3)", "(3, 3, 4)"}},
+      {"O04", "transpose", "rank < 2", Kind::error, [] { Fixture x; transpose(x.flat); }, {"transpose (node", "x is (3,)"}},
+      {"O05", "softmax", "axis out of range", Kind::error, [] { Fixture x; softmax(x.q, 2); }, {"softmax (node", "axis 2 is out of range", "(2, 3)"}},
+      {"O06", "softmax", "an empty axis", Kind::error, [] { Fixture x; auto e = x.g.input("e", z({2, 0})); softmax(e); }, {"softmax (node", "(2, 0)", "empty"}},
+      {"O07", "softmax_vjp", "y and grad_out differ in shape", Kind::error, [] { Fixture x; softmax_vjp(x.q, x.k); }, {"softmax_vjp (node", "y is (2, 3)", "grad_out is (4, 3)"}},
+      {"O08", "add", "shapes differ", Kind::error, [] { Fixture x; add(x.q, x.k); }, {"add (node", "a is (2, 3)", "b is (4, 3)"}},
+      {"O09", "mul", "shapes differ", Kind::error, [] { Fixture x; mul(x.q, x.k); }, {"mul (node", "a is (2, 3)", "b is (4, 3)"}},
+      {"O10", "sum_to", "the target does not broadcast to x", Kind::error, [] { Fixture x; sum_to(x.q, {2}); }, {"sum_to (node", "x (2, 3)", "(2,)"}},
+      {"O11", "broadcast_to", "x does not broadcast to the target", Kind::error, [] { Fixture x; broadcast_to(x.q, {3, 3}); }, {"broadcast_to (node", "x (2, 3)", "(3, 3)"}},
+      // attention.
+      {"A01", "attention", "rank < 2", Kind::error, [] { Fixture x; attention(x.flat, x.k, x.v); }, {"rank >= 2", "q (node 3) is (3,)"}},
+      {"A02", "attention", "batch axes differ", Kind::error, [] { Fixture x; auto qb = x.g.input("qb", z({2, 2, 3})); attention(qb, x.k, x.v); }, {"batch axes differ", "(2, 2, 3)", "(4, 3)"}},
+      {"A03", "attention", "d_k of q and k differ", Kind::error, [] { Fixture x; attention(x.q, x.v, x.v); }, {"d_k differs", "q has d_k = 3", "k has d_k = 5", "(2, 3)", "(4, 5)"}},
+      {"A04", "attention", "T_k of k and v differ", Kind::error, [] { Fixture x; auto v3 = x.g.input("v3", z({3, 5})); attention(x.q, x.k, v3); }, {"T_k differs", "k has T_k = 4", "v has T_k = 3"}},
+      {"A05", "attention", "no keys (T_k = 0)", Kind::error, [] { Fixture x; auto k0 = x.g.input("k0", z({0, 3})); auto v0 = x.g.input("v0", z({0, 5})); attention(x.q, k0, v0); }, {"T_k = 0", "(0, 3)", "(0, 5)"}},
+      {"A06", "attention", "d_k = 0", Kind::error, [] { Fixture x; auto q0 = x.g.input("q0", z({2, 0})); auto k0 = x.g.input("kd0", z({4, 0})); attention(q0, k0, x.v); }, {"d_k = 0", "(2, 0)", "(4, 0)"}},
+      {"A07", "attention", "q, k, v of different graphs", Kind::error, [] { Fixture x; attention(x.q, x.alien, x.v); }, {"k (node 0) belongs to another graph"}},
+      // gradcheck.
+      {"C01", "gradcheck", "an x that is not a leaf", Kind::error, [] { Fixture x; auto s = scale(x.q, 2.0); gradcheck(s, {s}); }, {"x[0] (node", "is a scale node", "leaves"}},
+      {"C02", "gradcheck", "no inputs", Kind::error, [] { Fixture x; gradcheck(x.q, {}); }, {"no inputs"}},
+      {"C03", "gradcheck", "projection mode with 0 projections", Kind::error, [] { Fixture x; GradcheckOptions o; o.mode = GradcheckMode::projection; o.projections = 0; gradcheck(scale(x.q, 1.0), {x.q}, o); }, {"projections = 0"}},
+      {"C04", "gradcheck", "eps not a positive number", Kind::error, [] { Fixture x; GradcheckOptions o; o.eps = -1; gradcheck(scale(x.q, 1.0), {x.q}, o); }, {"eps must be a positive number"}},
+      // Graph JSON import.
+      {"J01", "graph JSON", "not JSON, or truncated", Kind::error, [] { graph_from_json<double>("{\"format\": \"xgrad-gr"); }, {"graph JSON: not JSON"}},
+      {"J02", "graph JSON", "nested deeper than the format allows", Kind::error, [] { graph_from_json<double>(std::string(1000, '[') + std::string(1000, ']')); }, {"graph JSON: nested deeper than 5 levels"}},
+      {"J03", "graph JSON", "a NUL byte", Kind::error, [] { graph_from_json<double>(std::string_view("{}\0x", 4)); }, {"graph JSON: not JSON: a NUL byte at byte 2"}},
+      {"J04", "graph JSON", "another format", Kind::error, [] { import_edited([](Json& j) { j["format"] = "onnx"; }); }, {"format: expected \"xgrad-graph\", got \"onnx\""}},
+      {"J05", "graph JSON", "another version", Kind::error, [] { import_edited([](Json& j) { j["version"] = 2; }); }, {"version: version 2 is not supported"}},
+      {"J06", "graph JSON", "a dtype other than float32 or float64", Kind::error, [] { import_edited([](Json& j) { j["dtype"] = "int8"; }); }, {"dtype: expected \"float32\" or \"float64\", got \"int8\""}},
+      {"J07", "graph JSON", "read as the other dtype", Kind::error, [] { graph_from_json<float>(small_graph().dump()); }, {"dtype: the graph is float64, asked to read it as float32"}},
+      {"J08", "graph JSON", "a missing key", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1].erase("op"); }); }, {"nodes[1]: missing key \"op\""}},
+      {"J09", "graph JSON", "an unknown key", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["colour"] = 1; }); }, {"nodes[1].colour: unknown key"}},
+      {"J10", "graph JSON", "a value of the wrong type", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["inputs"] = "0"; }); }, {"nodes[1].inputs: expected an array, got string"}},
+      {"J11", "graph JSON", "a float where an integer belongs", Kind::error, [] { import_edited([](Json& j) { j["nodes"][2]["attrs"]["axis"] = 1.5; }); }, {"nodes[2].attrs.axis: expected an integer, got 1.5"}},
+      {"J12", "graph JSON", "a negative integer where an id or a size belongs", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["inputs"][0] = -1; }); }, {"nodes[1].inputs[0]: expected a non-negative integer, got -1"}},
+      {"J13", "graph JSON", "an unknown op", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["op"] = "frob"; }); }, {"nodes[1].op: unknown op \"frob\""}},
+      {"J14", "graph JSON", "an unknown role", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["role"] = "hero"; }); }, {"nodes[1].role: unknown role \"hero\""}},
+      {"J15", "graph JSON", "a duplicate id", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["id"] = 0; }); }, {"nodes[1].id: duplicate id 0"}},
+      {"J16", "graph JSON", "an id out of order", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["id"] = 7; }); }, {"nodes[1].id: id 7 out of order"}},
+      {"J17", "graph JSON", "an input that is a later or missing node", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["inputs"][0] = 5; }); }, {"nodes[1].inputs[0]: refers to node 5, which is not before node 1"}},
+      {"J18", "graph JSON", "the wrong number of inputs", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["inputs"].push_back(0); }); }, {"nodes[1].inputs: scale takes 1 inputs, got 2"}},
+      {"J19", "graph JSON", "a missing attribute", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["attrs"].erase("alpha"); }); }, {"nodes[1].attrs: missing key \"alpha\""}},
+      {"J20", "graph JSON", "an attribute of the wrong type", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["attrs"]["alpha"] = true; }); }, {"nodes[1].attrs.alpha: expected a number, got boolean"}},
+      {"J21", "graph JSON", "attributes the op rejects", Kind::error, [] { import_edited([](Json& j) { j["nodes"][2]["attrs"]["axis"] = 7; }); }, {"nodes[2]: softmax: axis 7 is out of range for a (1, 2) input"}},
+      {"J22", "graph JSON", "a declared shape the op does not give", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1].erase("value"); j["nodes"][1]["shape"] = {2, 1}; }); }, {"nodes[1].shape: declared (2, 1), but scale of its inputs gives (1, 2)"}},
+      {"J23", "graph JSON", "data of another length than the shape", Kind::error, [] { import_edited([](Json& j) { j["nodes"][0]["value"]["data"].push_back(1); }); }, {"nodes[0].value.data: holds 3 numbers, but shape (1, 2) needs 2"}},
+      {"J24", "graph JSON", "a value of another shape than its node", Kind::error, [] { import_edited([](Json& j) { j["nodes"][0]["value"]["shape"] = {2, 1}; }); }, {"nodes[0].value.shape: is (2, 1), the node's shape is (1, 2)"}},
+      {"J25", "graph JSON", "a shape of too many elements", Kind::error, [] { import_edited([](Json& j) { j["nodes"][0]["shape"] = {1u << 20, 1u << 20}; }); }, {"nodes[0].shape: more than 268435456 elements"}},
+      {"J26", "graph JSON", "a graph of too many elements in all", Kind::error, [] { Json j = small_graph(); j["nodes"][0].erase("value"); j["nodes"][0]["shape"] = {1u << 14, 1u << 14}; graph_from_json<double>(j.dump(), 1u << 20); }, {"nodes[0]: the graph holds more than 1048576 elements in all"}},
+      {"J27", "graph JSON", "a string other than \"nan\", \"inf\", \"-inf\" for a number", Kind::error, [] { import_edited([](Json& j) { j["nodes"][0]["value"]["data"][1] = "NaN"; }); }, {"nodes[0].value.data[1]: expected a number or \"nan\", \"inf\", \"-inf\", got the string \"NaN\""}},
+      {"J28", "graph JSON", "a float32 value out of range", Kind::error, [] { Graph<float> g; g.input("x", {{1.0f}}); Json j = to_json(g, ExportValues::all); j["nodes"][0]["value"]["data"][0] = 1e300; graph_from_json<float>(j.dump()); }, {"nodes[0].value.data[0]: out of the range of float32"}},
+      {"J29", "graph JSON", "a leaf whose role is not its op", Kind::error, [] { import_edited([](Json& j) { j["nodes"][0]["role"] = "forward"; }); }, {"nodes[0].role: a leaf \"input\" has role \"input\""}},
+      {"J30", "graph JSON", "a leaf with inputs or attributes", Kind::error, [] { import_edited([](Json& j) { j["nodes"][0]["attrs"]["alpha"] = 1; }); }, {"nodes[0].attrs: a leaf has no attributes"}},
+      {"J31", "graph JSON", "an op node with a leaf's role", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["role"] = "input"; }); }, {"nodes[1].role: op \"scale\" is not a leaf"}},
+      {"J32", "graph JSON", "grad_of on a forward node, or of a later node", Kind::error, [] { import_edited([](Json& j) { j["nodes"][1]["grad_of"] = 0; }); }, {"nodes[1].grad_of: a forward node is no gradient"}},
+      {"J33", "graph JSON", "an output or grad name for a missing node", Kind::error, [] { import_edited([](Json& j) { j["outputs"]["y"] = 9; }); }, {"outputs.y: refers to node 9 of a graph of 3"}},
+      // .npy files.
+      {"N01", ".npy", "too short", Kind::error, [] { parse_npy("\x93NUMPY", "t.npy"); }, {"t.npy: too short for a .npy file (6 bytes)"}},
+      {"N02", ".npy", "no magic", Kind::error, [] { parse_npy("PK\x03\x04xxxxxxxxxxxx", "t.npy"); }, {"t.npy: not a .npy file"}},
+      {"N03", ".npy", "an unsupported format version", Kind::error, [] { parse_npy(std::string("\x93NUMPY\x04\x00\x00\x00", 10), "t.npy"); }, {"t.npy: format version 4.0 is not supported"}},
+      {"N04", ".npy", "a header longer than the file", Kind::error, [] { parse_npy(std::string("\x93NUMPY\x01\x00\xff\xff{}", 12), "t.npy"); }, {"t.npy: the header claims 65535 bytes", "(truncated)"}},
+      {"N05", ".npy", "a malformed header dict", Kind::error, [] { parse_npy(std::string("\x93NUMPY\x01\x00\x05\x00{'a' ", 15), "t.npy"); }, {"t.npy: malformed header dict"}},
+      {"N06", ".npy", "an unknown, missing or repeated header key", Kind::error, [] { parse_npy(std::string("\x93NUMPY\x01\x00\x0c\x00{'descr': 1", 22), "t.npy"); }, {"t.npy: malformed header dict: expected a quoted string"}},
+      {"N07", ".npy", "a dtype other than float32 or float64", Kind::error, [] { read_npy(at("int.npy")); }, {"int.npy: dtype '<i8' is not supported"}},
+      {"N08", ".npy", "a negative axis", Kind::error, [] { parse_npy(npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (-1,), }"), "t.npy"); }, {"t.npy: negative axis length"}},
+      {"N09", ".npy", "a shape of too many elements", Kind::error, [] { parse_npy(npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (99999, 99999), }"), "t.npy"); }, {"t.npy: shape (99999, 99999) has more than 268435456 elements"}},
+      {"N10", ".npy", "data of another length than the shape", Kind::error, [] { parse_npy(npy_bytes(xt::xarray<double>{1.0, 2.0}).substr(0, 130), "t.npy"); }, {"t.npy: shape (2,) of float64 needs 16 data bytes, the file has 2 (truncated)"}},
+      {"N11", ".npy", "'fortran_order' not True or False", Kind::error, [] { std::string b = npy_bytes(xt::xarray<double>{1.0}); b.replace(b.find("False"), 5, "Nope!"); parse_npy(b, "t.npy"); }, {"t.npy: 'fortran_order' must be True or False"}},
+      // JSON arrays.
+      {"R01", "JSON array", "not JSON", Kind::error, [] { parse_json_array("[1, 2", "a.json"); }, {"a.json: not JSON"}},
+      {"R02", "JSON array", "ragged rows", Kind::error, [] { read_json_array(at("ragged.json")); }, {"ragged.json: [1]: ragged: 1 elements where other rows have 2"}},
+      {"R03", "JSON array", "something other than a number", Kind::error, [] { parse_json_array("[[1, true]]", "a.json"); }, {"a.json: [0][1]: expected a number, got a boolean"}},
+      {"R04", "JSON array", "nested deeper than 32 levels", Kind::error, [] { parse_json_array(std::string(40, '[') + std::string(40, ']'), "a.json"); }, {"a.json", "nested deeper than 32 levels"}},
+      // Files.
+      {"F01", "files", "a missing file", Kind::error, [] { read_array(at("none.npy")); }, {"none.npy: no such file"}},
+      {"F02", "files", "not a regular file", Kind::error, [] { read_json_array(at("dir.json")); }, {"dir.json: not a regular file"}},
+      {"F03", "files", "neither .npy nor .json", Kind::error, [] { read_array(at("g.dat")); }, {"g.dat: unknown array file type"}},
+      {"F04", "files", "a file larger than the reader takes", Kind::error, [] { read_text_file(at("v.json"), 4); }, {"v.json: 16 bytes, more than the 4 this reader takes"}},
+      // The xgrad tool (exit status 2).
+      {"T01", "xgrad", "an unknown option", Kind::usage, [] { run_cli(tool::attention_command, {"--frob"}); }, {"unknown option '--frob'"}},
+      {"T02", "xgrad", "an option given twice", Kind::usage, [] { run_cli(tool::example_command, {"--dtype", "float32", "--dtype", "float64"}); }, {"option --dtype given twice"}},
+      {"T03", "xgrad", "an option without its value", Kind::usage, [] { run_cli(tool::export_command, {"--shape"}); }, {"option --shape needs a value"}},
+      {"T04", "xgrad", "a value not among the choices", Kind::usage, [] { run_cli(tool::export_command, {"--shape", "1,1,1,1", "--format", "svg"}); }, {"--format must be json|dot, not 'svg'"}},
+      {"T05", "xgrad", "a missing input", Kind::usage, [] { run_cli(tool::attention_command, {"--q", "q.json"}); }, {"missing --k"}},
+      {"T06", "xgrad", "both files and --shape", Kind::usage, [] { run_cli(tool::gradcheck_command, {"--shape", "1,1,1,1", "--q", "q.json"}); }, {"either --q --k --v or --shape"}},
+      {"T07", "xgrad", "a --shape that is not four integers", Kind::usage, [] { run_cli(tool::gradcheck_command, {"--shape", "1,2"}); }, {"--shape needs TQ,TK,DK,DV", "'1,2'"}},
+      {"T08", "xgrad", "a --shape axis above 65536", Kind::usage, [] { run_cli(tool::gradcheck_command, {"--shape", "1,70000,1,1"}); }, {"--shape value '70000' is larger than 65536"}},
+      {"T09", "xgrad", "score arrays of more than 2^26 elements", Kind::error, [] { run_cli(tool::gradcheck_command, {"--shape", "10000,10000,1,1"}); }, {"--shape 10000,10000,1,1: attention would build (10000, 10000) score arrays"}},
+      {"T10", "xgrad", "an attention error on file inputs names the files", Kind::error, [] { run_cli(tool::attention_command, {"--q", at("q.json"), "--k", at("k3.json"), "--v", at("v.json")}); }, {"q.json, ", "k3.json, ", "v.json: attention: d_k differs"}},
+      {"T11", "xgrad", "inputs of different dtypes", Kind::error, [] { write_npy(at("q32.npy"), xt::xarray<float>(xt::zeros<float>({2, 1}))); run_cli(tool::attention_command, {"--q", at("q32.npy"), "--k", at("k.json"), "--v", at("v.json")}); }, {"k.json: is float64 but the inputs before it are float32"}},
+      {"T12", "xgrad", "a value outside float32's range", Kind::error, [] { run_cli(tool::attention_command, {"--q", at("big.json"), "--k", at("k.json"), "--v", at("v.json"), "--dtype", "float32"}); }, {"big.json: the value", "at [0, 0] is outside the range of float32"}},
+      {"T13", "xgrad", "a grad-output of another shape than the output", Kind::error, [] { run_cli(tool::attention_command, {"--q", at("q.json"), "--k", at("k.json"), "--v", at("v.json"), "--grad-output", at("k3.json")}); }, {"k3.json: grad: grad_out is (1, 3)", "is (2, 2)"}},
+      {"T14", "xgrad", "an output over an input file", Kind::error, [] { run_cli(tool::export_command, {"--q", at("q.json"), "--k", at("k.json"), "--v", at("v.json"), "-o", at("q.json")}); }, {"q.json: is an input file; refusing to overwrite it"}},
+      {"T15", "xgrad", "an output that cannot be written", Kind::error, [] { run_cli(tool::export_command, {"--shape", "1,1,1,1", "-o", at("no/such/dir/g.json")}); }, {"no/such/dir/g.json: cannot create a file in its directory"}},
+      {"T16", "xgrad", "--values with --format dot", Kind::usage, [] { run_cli(tool::export_command, {"--shape", "1,1,1,1", "--format", "dot", "--values", "all"}); }, {"--values applies to --format json only"}},
+      {"T17", "xgrad", "replay without a file", Kind::usage, [] { run_cli(tool::replay_command, {}); }, {"missing GRAPH.json"}},
+      {"T18", "xgrad", "replay of a file that is no graph", Kind::error, [] { run_cli(tool::replay_command, {at("v.json")}); }, {"v.json: graph JSON: top level: expected an object, got array"}},
+  };
+}
+
+// Provokes the row's error; returns its message after checking the type.
+std::string message_of(const Row& r) {
+  try {
+    r.provoke();
+  } catch (const xgrad::error& e) {
+    BOOST_TEST((r.kind == Kind::error), r.id << " threw xgrad::error, expected a usage error");
+    return e.what();
+  } catch (const tool::usage_error& e) {
+    BOOST_TEST((r.kind == Kind::usage), r.id << " threw a usage error, expected xgrad::error");
+    return e.what();
+  }
+  BOOST_ERROR(r.id << ": nothing was thrown");
+  return "";
+}
+
+// The row of docs/errors.md: scratch paths made relative, pipes escaped for the table.
+std::string doc_row(const Row& r, std::string message) {
+  for (std::size_t at; (at = message.find(scratch().string() + "/")) != std::string::npos;) {
+    message.erase(at, scratch().string().size() + 1);
+  }
+  for (std::size_t at = 0; (at = message.find('|', at)) != std::string::npos; at += 2) message.insert(at, "\\");
+  return std::string("| ") + r.id + " | " + r.area + " | " + r.rule + " | " +
+         (r.kind == Kind::error ? "error" : "usage") + " | `" + message + "` |";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(errors)
+
+BOOST_DATA_TEST_CASE(each_rule_has_its_error, boost::unit_test::data::make(rows()), row) {
+  const std::string message = message_of(row);
+  for (const auto& name : row.names) {
+    BOOST_TEST(message.find(name) != std::string::npos, row.id << ": \"" << message << "\" lacks \"" << name << "\"");
+  }
+  if (std::getenv("XGRAD_PRINT_ERRORS")) std::cout << doc_row(row, message) << "\n";
+}
+
+BOOST_AUTO_TEST_CASE(docs_errors_md_lists_every_rule_with_its_message) {
+  std::ifstream in(XGRAD_DOCS "/errors.md");
+  std::ostringstream doc;
+  doc << in.rdbuf();
+  std::size_t listed = 0;
+  for (const Row& r : rows()) {
+    const std::string line = doc_row(r, message_of(r));
+    BOOST_TEST(doc.str().find(line) != std::string::npos, "docs/errors.md lacks or differs from:\n" << line);
+    ++listed;
+  }
+  BOOST_TEST(listed >= 80u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
