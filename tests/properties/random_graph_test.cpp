@@ -1,0 +1,336 @@
+// Property tests over random graphs built from every registered op: random shapes (size-1 axes
+// and batch axes included), fixed seeds, hundreds of cases. For each graph:
+//  - every node's forward value equals a naive float64 reference written in plain loops;
+//  - gradcheck in float64 passes for the last node w.r.t. every leaf;
+//  - export -> import -> replay -> export is string- and bit-identical.
+#include "../check.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+using namespace xgrad;
+using xgrad::test::random_array;
+
+namespace {
+
+// A reference array: a shape and row-major float64 data, computed without xtensor or BLAS.
+struct Ref {
+  Shape shape;
+  std::vector<double> data;
+};
+
+std::size_t count(const Shape& s) {
+  std::size_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+std::vector<std::size_t> unravel(std::size_t flat, const Shape& s) {
+  std::vector<std::size_t> i(s.size());
+  for (std::size_t a = s.size(); a-- > 0;) {
+    i[a] = flat % s[a];
+    flat /= s[a];
+  }
+  return i;
+}
+std::size_t ravel(const std::vector<std::size_t>& i, const Shape& s) {
+  std::size_t flat = 0;
+  for (std::size_t a = 0; a < s.size(); ++a) flat = flat * s[a] + i[a];
+  return flat;
+}
+std::size_t norm_axis(long axis, std::size_t rank) { return static_cast<std::size_t>(axis < 0 ? axis + static_cast<long>(rank) : axis); }
+
+Ref ref_matmul(const Ref& a, const Ref& b, bool ta, bool tb) {
+  const std::size_t r = a.shape.size();
+  const std::size_t m = ta ? a.shape[r - 1] : a.shape[r - 2], k = ta ? a.shape[r - 2] : a.shape[r - 1];
+  const std::size_t n = tb ? b.shape[r - 2] : b.shape[r - 1];
+  Ref y{Shape(a.shape.begin(), a.shape.end() - 2), {}};
+  y.shape.push_back(m);
+  y.shape.push_back(n);
+  const std::size_t batch = count(Shape(a.shape.begin(), a.shape.end() - 2));
+  const std::size_t as = a.shape[r - 2] * a.shape[r - 1], bs = b.shape[r - 2] * b.shape[r - 1];
+  for (std::size_t p = 0; p < batch; ++p) {
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::size_t l = 0; l < k; ++l) {
+          const double av = a.data[p * as + (ta ? l * m + i : i * k + l)];
+          const double bv = b.data[p * bs + (tb ? j * k + l : l * n + j)];
+          s += av * bv;
+        }
+        y.data.push_back(s);
+      }
+    }
+  }
+  return y;
+}
+
+Ref ref_transpose(const Ref& x) {
+  Ref y{x.shape, std::vector<double>(x.data.size())};
+  std::swap(y.shape[y.shape.size() - 1], y.shape[y.shape.size() - 2]);
+  for (std::size_t f = 0; f < x.data.size(); ++f) {
+    auto i = unravel(f, x.shape);
+    std::swap(i[i.size() - 1], i[i.size() - 2]);
+    y.data[ravel(i, y.shape)] = x.data[f];
+  }
+  return y;
+}
+
+// Calls f(flat indices of one row along axis) for every row.
+template <class F>
+void for_rows(const Shape& s, std::size_t axis, F&& f) {
+  for (std::size_t flat = 0; flat < count(s); ++flat) {
+    auto i = unravel(flat, s);
+    if (i[axis] != 0) continue;
+    std::vector<std::size_t> row;
+    for (std::size_t j = 0; j < s[axis]; ++j) {
+      i[axis] = j;
+      row.push_back(ravel(i, s));
+    }
+    f(row);
+  }
+}
+
+Ref ref_softmax(const Ref& x, long axis) {
+  Ref y = x;
+  for_rows(x.shape, norm_axis(axis, x.shape.size()), [&](const std::vector<std::size_t>& row) {
+    double m = -INFINITY, s = 0;
+    for (auto f : row) m = std::max(m, x.data[f]);
+    for (auto f : row) s += std::exp(x.data[f] - m);
+    for (auto f : row) y.data[f] = std::exp(x.data[f] - m) / s;
+  });
+  return y;
+}
+
+Ref ref_softmax_vjp(const Ref& y, const Ref& g, long axis) {
+  Ref z = y;
+  for_rows(y.shape, norm_axis(axis, y.shape.size()), [&](const std::vector<std::size_t>& row) {
+    double s = 0;
+    for (auto f : row) s += g.data[f] * y.data[f];
+    for (auto f : row) z.data[f] = y.data[f] * (g.data[f] - s);
+  });
+  return z;
+}
+
+// The index into `small` (broadcast to big's shape) of big's element `flat`.
+std::size_t broadcast_source(std::size_t flat, const Shape& big, const Shape& small) {
+  const auto i = unravel(flat, big);
+  std::vector<std::size_t> j(small.size());
+  const std::size_t lead = big.size() - small.size();
+  for (std::size_t a = 0; a < small.size(); ++a) j[a] = small[a] == 1 ? 0 : i[lead + a];
+  return ravel(j, small);
+}
+
+Ref ref_broadcast_to(const Ref& x, const Shape& to) {
+  Ref y{to, std::vector<double>(count(to))};
+  for (std::size_t f = 0; f < y.data.size(); ++f) y.data[f] = x.data[broadcast_source(f, to, x.shape)];
+  return y;
+}
+
+Ref ref_sum_to(const Ref& x, const Shape& to) {
+  Ref y{to, std::vector<double>(count(to), 0.0)};
+  for (std::size_t f = 0; f < x.data.size(); ++f) y.data[broadcast_source(f, x.shape, to)] += x.data[f];
+  return y;
+}
+
+Ref ref_elementwise(const Ref& a, const Ref& b, bool multiply) {
+  Ref y = a;
+  for (std::size_t f = 0; f < y.data.size(); ++f) y.data[f] = multiply ? a.data[f] * b.data[f] : a.data[f] + b.data[f];
+  return y;
+}
+
+// A random graph and, node by node, its reference values.
+class RandomGraph {
+ public:
+  explicit RandomGraph(std::uint64_t seed) : m_rng(seed), m_seed(seed) {
+    Shape batch;
+    for (std::size_t b = pick(0, 2); b > 0; --b) batch.push_back(pick(1, 2));
+    m_batch = batch;
+    leaf(with_batch({pick(1, 3), pick(1, 3)}));
+    leaf(with_batch({pick(1, 3), pick(1, 3)}));
+    for (int step = 0, steps = static_cast<int>(pick(3, 7)); step < steps; ++step) grow();
+  }
+
+  Graph<double>& graph() { return m_g; }
+  const std::vector<Ref>& refs() const { return m_refs; }
+  std::vector<Var<double>> leaves() {
+    std::vector<Var<double>> out;
+    for (std::size_t i = 0; i < m_g.size(); ++i) {
+      if (m_g.node(i).is_leaf()) out.push_back(m_g.var(i));
+    }
+    return out;
+  }
+  std::string ops() const {
+    std::string s;
+    for (std::size_t i = 0; i < m_g.size(); ++i) s += m_g.node(i).op_name() + " " + shape_str(m_g.node(i).value.shape()) + "; ";
+    return s;
+  }
+
+ private:
+  std::size_t pick(std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(m_rng); }
+  Shape with_batch(Shape s) {
+    Shape out = m_batch;
+    out.insert(out.end(), s.begin(), s.end());
+    return out;
+  }
+  Var<double> leaf(const Shape& shape) {
+    const auto v = m_g.input("x" + std::to_string(m_g.size()), random_array<double>(shape, m_seed * 1000 + m_g.size()));
+    m_refs.push_back({shape, std::vector<double>(v.value().begin(), v.value().end())});
+    return v;
+  }
+  Var<double> node_or_leaf_like(const Shape& shape) {
+    std::vector<std::size_t> same;
+    for (std::size_t i = 0; i < m_g.size(); ++i) {
+      if (shapes_equal(m_g.node(i).value.shape(), shape)) same.push_back(i);
+    }
+    if (!same.empty() && pick(0, 1)) return m_g.var(same[pick(0, same.size() - 1)]);
+    return leaf(shape);
+  }
+  void add_ref(const Var<double>& v, Ref r) {
+    BOOST_REQUIRE(v.id() == m_refs.size());
+    BOOST_REQUIRE(shapes_equal(v.value().shape(), r.shape));
+    m_refs.push_back(std::move(r));
+  }
+
+  // One random op on a random earlier node (and, where needed, a second input made to fit).
+  void grow() {
+    const Var<double> x = m_g.var(pick(0, m_g.size() - 1));
+    const Shape s(x.value().shape().begin(), x.value().shape().end());
+    const Ref rx = m_refs[x.id()];  // a copy: leaves made below grow m_refs
+    const std::size_t r = s.size();
+    std::size_t op = pick(0, 8);
+    if (r < 2 && op < 2) op = 2;  // matmul and transpose need rank >= 2
+    switch (op) {
+      case 0: {  // matmul, with random transpose flags
+        const bool ta = pick(0, 1), tb = pick(0, 1);
+        const std::size_t k = ta ? s[r - 2] : s[r - 1], n = pick(1, 3);
+        Shape bs(s.begin(), s.end() - 2);
+        bs.push_back(tb ? n : k);
+        bs.push_back(tb ? k : n);
+        const Var<double> b = node_or_leaf_like(bs);
+        const Ref rb = m_refs[b.id()];
+        const Var<double> y = matmul(x, b, ta, tb);
+        return add_ref(y, ref_matmul(rx, rb, ta, tb));
+      }
+      case 1: return add_ref(transpose(x), ref_transpose(rx));
+      case 2: {
+        const double alpha = std::uniform_real_distribution<double>(-2, 2)(m_rng);
+        Ref y = rx;
+        for (auto& e : y.data) e *= alpha;
+        return add_ref(scale(x, alpha), y);
+      }
+      case 3: {
+        const long axis = static_cast<long>(pick(0, r - 1)) - (pick(0, 1) ? static_cast<long>(r) : 0);
+        return add_ref(softmax(x, axis), ref_softmax(rx, axis));
+      }
+      case 4: {
+        const long axis = static_cast<long>(pick(0, r - 1));
+        const Var<double> y = softmax(x, axis);
+        add_ref(y, ref_softmax(rx, axis));
+        const Var<double> g = node_or_leaf_like(s);
+        const Ref rg = m_refs[g.id()];
+        return add_ref(softmax_vjp(y, g, axis), ref_softmax_vjp(m_refs[y.id()], rg, axis));
+      }
+      case 5:
+      case 6: {
+        const bool multiply = pick(0, 1);
+        const Var<double> b = node_or_leaf_like(s);
+        const Ref rb = m_refs[b.id()];
+        return add_ref(multiply ? mul(x, b) : add(x, b), ref_elementwise(rx, rb, multiply));
+      }
+      case 7: {  // sum over some axes, dropping some leading ones
+        Shape to(s.begin() + static_cast<long>(pick(0, r - 1)), s.end());
+        for (auto& d : to) {
+          if (pick(0, 1)) d = 1;
+        }
+        return add_ref(sum_to(x, to), ref_sum_to(rx, to));
+      }
+      default: {  // broadcast a size-1 axis or a new leading axis
+        Shape to = s;
+        for (auto& d : to) {
+          if (d == 1) d = pick(1, 3);
+        }
+        if (pick(0, 1)) to.insert(to.begin(), pick(1, 2));
+        return add_ref(broadcast_to(x, to), ref_broadcast_to(rx, to));
+      }
+    }
+  }
+
+  std::mt19937_64 m_rng;
+  std::uint64_t m_seed;
+  Shape m_batch;
+  Graph<double> m_g;
+  std::vector<Ref> m_refs;
+};
+
+bool same_bits(const xt::xarray<double>& a, const xt::xarray<double>& b) {
+  if (!shapes_equal(a.shape(), b.shape())) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a.data()[i], &b.data()[i], sizeof(double)) != 0 && !(std::isnan(a.data()[i]) && std::isnan(b.data()[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+constexpr int cases = 300;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(properties)
+
+BOOST_AUTO_TEST_CASE(forward_matches_a_naive_float64_reference) {
+  std::size_t nodes = 0;
+  std::map<std::string, int> uses;
+  for (int c = 0; c < cases; ++c) {
+    RandomGraph rg(static_cast<std::uint64_t>(c));
+    for (std::size_t i = 0; i < rg.graph().size(); ++i) ++uses[rg.graph().node(i).op_name()];
+    BOOST_TEST_CONTEXT("seed " << c << ": " << rg.ops()) {
+      for (std::size_t i = 0; i < rg.graph().size(); ++i) {
+        const auto& value = rg.graph().node(i).value;
+        const Ref& ref = rg.refs()[i];
+        BOOST_TEST_REQUIRE(shapes_equal(value.shape(), ref.shape));
+        for (std::size_t f = 0; f < ref.data.size(); ++f) {
+          // Absolute near 0 (sums that cancel), relative elsewhere.
+          const double diff = std::abs(value.data()[f] - ref.data[f]);
+          BOOST_TEST(diff <= 1e-12 * (1 + std::abs(ref.data[f])),
+                     "node " << i << " element " << f << ": " << value.data()[f] << " vs " << ref.data[f]);
+        }
+        ++nodes;
+      }
+    }
+  }
+  BOOST_TEST(nodes > std::size_t(cases) * 5);
+  for (const auto& op : op_names()) BOOST_TEST(uses[op] >= 50, op << " appears in " << uses[op] << " graphs' nodes");
+}
+
+BOOST_AUTO_TEST_CASE(gradients_match_finite_differences) {
+  for (int c = 0; c < cases; ++c) {
+    RandomGraph rg(static_cast<std::uint64_t>(c));
+    Graph<double>& g = rg.graph();
+    BOOST_TEST_CONTEXT("seed " << c << ": " << rg.ops()) {
+      test::check_gradients(g.var(g.size() - 1), rg.leaves());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(export_import_replay_is_bit_identical) {
+  for (int c = 0; c < cases; ++c) {
+    RandomGraph rg(static_cast<std::uint64_t>(c));
+    Graph<double>& g = rg.graph();
+    const Var<double> y = g.var(g.size() - 1);
+    g.set_output("y", y);
+    const auto grads = grad(y, rg.leaves());
+    for (std::size_t i = 0; i < grads.size(); ++i) g.set_grad("x" + std::to_string(i), grads[i]);
+    const std::string text = to_json(g, ExportValues::all).dump();
+    const auto back = graph_from_json<double>(text);
+    back->replay();
+    BOOST_TEST_CONTEXT("seed " << c << ": " << rg.ops()) {
+      BOOST_TEST(to_json(*back, ExportValues::all).dump() == text);
+      for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(same_bits(back->node(i).value, g.node(i).value), "node " << i);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
