@@ -208,35 +208,32 @@ NpyHeader read_npy_header(const std::function<std::string(std::size_t, std::size
   return h;
 }
 
+// Decodes each element straight to its row-major place: no copy beyond the result.
 StoredArray decode_npy_data(const NpyHeader& h, const std::string& data) {
   StoredArray out;
   out.dtype = h.dtype;
   out.values = xt::xarray<double>::from_shape(h.shape);
-  const std::size_t count = out.values.size();
-  std::vector<double> flat(count);
+  const std::size_t count = out.values.size(), rank = h.shape.size();
+  std::vector<std::size_t> index(rank, 0);  // Fortran order: the first axis varies fastest
   for (std::size_t i = 0; i < count; ++i) {
     unsigned char b[8];
     std::memcpy(b, data.data() + i * h.item_size, h.item_size);
     if (h.swap) std::reverse(b, b + h.item_size);
+    double x;
     if (h.item_size == 4) {
       float f;
       std::memcpy(&f, b, 4);
-      flat[i] = f;
+      x = f;
     } else {
-      std::memcpy(&flat[i], b, 8);
+      std::memcpy(&x, b, 8);
     }
-  }
-  if (!h.fortran || h.shape.size() < 2) {
-    std::copy(flat.begin(), flat.end(), out.values.begin());
-    return out;
-  }
-  // Fortran order: the first axis varies fastest.
-  std::vector<std::size_t> index(h.shape.size(), 0);
-  for (std::size_t i = 0; i < count; ++i) {
-    std::size_t c = 0;
-    for (std::size_t a = 0; a < h.shape.size(); ++a) c = c * h.shape[a] + index[a];
-    out.values.data()[c] = flat[i];
-    for (std::size_t a = 0; a < h.shape.size() && ++index[a] == h.shape[a]; ++a) index[a] = 0;
+    std::size_t c = i;
+    if (h.fortran) {
+      c = 0;
+      for (std::size_t a = 0; a < rank; ++a) c = c * h.shape[a] + index[a];
+      for (std::size_t a = 0; a < rank && ++index[a] == h.shape[a]; ++a) index[a] = 0;
+    }
+    out.values.data()[c] = x;
   }
   return out;
 }

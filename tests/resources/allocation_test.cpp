@@ -1,0 +1,116 @@
+// Resource bounds, in a test program of its own because it replaces the global operator new to
+// measure what a call allocates: readers and the importer never allocate more than a small
+// multiple of their input before they have validated it, and a tiny file claiming a huge shape
+// fails fast: on its header, before anything grows with the claim.
+#define BOOST_TEST_MODULE xgrad_resources
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include <xgrad/xgrad.hpp>
+
+namespace {
+
+std::atomic<std::size_t> current{0}, peak{0};
+
+void* counted_alloc(std::size_t n) {
+  // A 16-byte header keeps the size (and the alignment of new) for the matching delete.
+  auto* p = static_cast<unsigned char*>(std::malloc(n + 16));
+  if (!p) throw std::bad_alloc();
+  *reinterpret_cast<std::size_t*>(p) = n;
+  const std::size_t now = current += n;
+  for (std::size_t old = peak; now > old && !peak.compare_exchange_weak(old, now);) {
+  }
+  return p + 16;
+}
+
+void counted_free(void* q) {
+  if (!q) return;
+  auto* p = static_cast<unsigned char*>(q) - 16;
+  current -= *reinterpret_cast<std::size_t*>(p);
+  std::free(p);
+}
+
+// The peak of bytes allocated (beyond what was live before) while f runs.
+template <class F>
+std::size_t peak_of(F&& f) {
+  const std::size_t base = current;
+  peak = base;
+  try {
+    f();
+  } catch (const xgrad::error&) {
+  }
+  return peak - base;
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n); }
+void* operator new[](std::size_t n) { return counted_alloc(n); }
+void operator delete(void* p) noexcept { counted_free(p); }
+void operator delete[](void* p) noexcept { counted_free(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
+
+using namespace xgrad;
+
+BOOST_AUTO_TEST_SUITE(resources)
+
+BOOST_AUTO_TEST_CASE(a_12_byte_npy_claiming_a_huge_shape_fails_fast) {
+  // Fast means: rejected on its header, before any allocation that grows with the claim.
+  const std::string file("\x93NUMPY\x01\x00\xff\xff{'", 12);
+  BOOST_CHECK_THROW(parse_npy(file, "tiny.npy"), xgrad::error);
+  const std::size_t bytes = peak_of([&] { parse_npy(file, "tiny.npy"); });
+  BOOST_TEST(bytes < 4096u, bytes << " bytes");
+  // A well-formed header claiming 10000 x 10000 float64 (800 MB) with no data.
+  const std::string dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (10000, 10000), }";
+  const std::string header = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(dict.size()) + '\0' + dict;
+  BOOST_CHECK_THROW(parse_npy(header, "claim.npy"), xgrad::error);
+  BOOST_TEST(peak_of([&] { parse_npy(header, "claim.npy"); }) < 4096u);
+}
+
+BOOST_AUTO_TEST_CASE(reading_npy_allocates_a_small_multiple_of_the_file) {
+  // The bytes read, plus the float64 array (twice the bytes of float32 data).
+  const std::string file = npy_bytes(xt::xarray<float>(xt::ones<float>({256, 256})));  // 256 KiB
+  const std::size_t bytes = peak_of([&] { parse_npy(file, "ok.npy"); });
+  BOOST_TEST(bytes <= 3 * file.size() + 4096, bytes << " bytes for a file of " << file.size());
+  // Fortran order is reordered in place, without a second copy.
+  std::string fortran = file;
+  fortran.replace(fortran.find("False"), 5, "True ");
+  const std::size_t f_bytes = peak_of([&] { parse_npy(fortran, "f.npy"); });
+  BOOST_TEST(f_bytes <= 3 * file.size() + 4096, f_bytes << " bytes for a file of " << file.size());
+}
+
+BOOST_AUTO_TEST_CASE(json_arrays_allocate_a_small_multiple_of_the_text) {
+  std::string text = "[";
+  for (int i = 0; i < 20000; ++i) text += (i ? ",[" : "[") + std::to_string(i % 97) + ".5, -1]";
+  text += "]";
+  const std::size_t bytes = peak_of([&] { parse_json_array(text, "a.json"); });
+  BOOST_TEST(bytes <= 8 * text.size(), bytes << " bytes for " << text.size() << " bytes of text");
+  // Deep nesting is refused before anything grows with it.
+  const std::string deep = std::string(1000000, '[');
+  BOOST_TEST(peak_of([&] { parse_json_array(deep, "deep.json"); }) < 64 * 1024u);
+}
+
+BOOST_AUTO_TEST_CASE(graph_import_allocates_a_small_multiple_of_the_text) {
+  Graph<double> g;
+  const auto q = g.input("q", xt::xarray<double>(xt::ones<double>({64, 16})));
+  const auto k = g.input("k", xt::xarray<double>(xt::ones<double>({64, 16})));
+  const auto v = g.input("v", xt::xarray<double>(xt::ones<double>({64, 16})));
+  grad(attention(q, k, v), {q, k, v});
+  const std::string text = to_json(g, ExportValues::inputs).dump();
+  const std::size_t bytes = peak_of([&] { graph_from_json<double>(text); });
+  BOOST_TEST(bytes <= 64 * text.size(), bytes << " bytes for " << text.size() << " bytes of text");
+  // Nesting past the format's 5 levels is refused on the text, before a DOM exists.
+  const std::string deep(1000000, '[');
+  BOOST_TEST(peak_of([&] { graph_from_json<double>(deep); }) < 64 * 1024u);
+  // A leaf claiming more elements than an import takes is refused before it is allocated.
+  Json j = to_json(g, ExportValues::none);
+  j["nodes"][0]["shape"] = {1u << 15, 1u << 14};
+  const std::string claim = j.dump();
+  BOOST_TEST(peak_of([&] { graph_from_json<double>(claim); }) <= 64 * claim.size());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
