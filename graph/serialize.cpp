@@ -27,6 +27,7 @@ constexpr const char* shape = "shape";
 constexpr const char* grad_of = "grad_of";
 constexpr const char* value = "value";
 constexpr const char* data = "data";
+constexpr const char* diagnostics = "diagnostics";
 }  // namespace key
 
 constexpr const char* format_name = "xgrad-graph";
@@ -199,7 +200,8 @@ void import_names(const JsonCursor& c, Graph<T>& g, bool outputs) {
 // The top level: format, version and dtype checked; returns the nodes.
 template <class T>
 JsonCursor check_header(const JsonCursor& root) {
-  root.check_object({key::format, key::version, key::dtype, key::nodes, key::outputs, key::grads});
+  root.check_object({key::format, key::version, key::dtype, key::nodes, key::outputs, key::grads}, {key::diagnostics});
+  if (auto d = root.find(key::diagnostics)) d->array_size();
   const std::string format = root[key::format].string();
   if (format != format_name) root[key::format].fail("expected \"" + std::string(format_name) + "\", got \"" + format + "\"");
   const long version = root[key::version].integer();
@@ -231,7 +233,7 @@ const char* values_name(ExportValues values) {
 }
 
 template <class T>
-Json graph_to_json(const Graph<T>& g, ExportValues values) {
+Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> diagnostics) {
   Json nodes = Json::array();
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Node<T>& n = g.node(i);
@@ -252,8 +254,10 @@ Json graph_to_json(const Graph<T>& g, ExportValues values) {
   Json outputs = Json::object(), grads = Json::object();
   for (const auto& [name, id] : g.outputs()) outputs[name] = id;
   for (const auto& [name, id] : g.grads()) grads[name] = id;
-  return Json{{key::format, format_name}, {key::version, format_version}, {key::dtype, dtype_name<T>()},
-              {key::nodes, std::move(nodes)}, {key::outputs, std::move(outputs)}, {key::grads, std::move(grads)}};
+  Json j{{key::format, format_name}, {key::version, format_version}, {key::dtype, dtype_name<T>()},
+         {key::nodes, std::move(nodes)}, {key::outputs, std::move(outputs)}, {key::grads, std::move(grads)}};
+  if (diagnostics) j[key::diagnostics] = std::move(*diagnostics);
+  return j;
 }
 
 template <class T>
@@ -278,7 +282,7 @@ std::vector<std::optional<xt::xarray<T>>> stored_values(const Json& json) {
 }
 
 #define XGRAD_INSTANTIATE_SERIALIZE(T)                                                        \
-  template Json graph_to_json(const Graph<T>&, ExportValues);                                \
+  template Json graph_to_json(const Graph<T>&, ExportValues, std::optional<Json>);           \
   template void graph_from_json(const Json&, const OpFactory&, Graph<T>&, std::size_t);      \
   template std::vector<std::optional<xt::xarray<T>>> stored_values(const Json&);
 XGRAD_INSTANTIATE_SERIALIZE(float)

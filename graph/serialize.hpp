@@ -33,8 +33,10 @@ const char* values_name(ExportValues values);  // "none", "inputs", "all"
 // The dtype of a graph in the format, "float32" or "float64"; throws xgrad::error otherwise.
 std::string graph_json_dtype(const Json& json);
 
+// `diagnostics`, when given, is written under "diagnostics": data derived from the values (see
+// lib/diagnostics.hpp), which an import checks for form only (a JSON array) and ignores.
 template <class T>
-Json graph_to_json(const Graph<T>& graph, ExportValues values);
+Json graph_to_json(const Graph<T>& graph, ExportValues values, std::optional<Json> diagnostics = std::nullopt);
 
 // Makes the op named `op` from its attributes; nullptr if no op has that name. Throws
 // xgrad::error naming attrs.path() for bad attributes.

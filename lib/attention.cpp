@@ -55,17 +55,22 @@ void check_attention_inputs(const Var<T>& q, const Var<T>& k, const Var<T>& v) {
 }  // namespace
 
 template <class T>
-AttentionNodes<T> attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v) {
+AttentionNodes<T> attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
   check_attention_inputs(q, k, v);
+  if (alpha && !std::isfinite(*alpha)) {
+    throw error("attention: the scale must be finite, got " + std::to_string(*alpha));
+  }
   const double d_k = static_cast<double>(q.value().shape().back());
   AttentionNodes<T> a;
-  a.scores = scale(matmul(q, transpose(k)), 1.0 / std::sqrt(d_k));
+  a.scores = scale(matmul(q, transpose(k)), alpha.value_or(1.0 / std::sqrt(d_k)));
   a.weights = softmax(a.scores, -1);
   a.output = matmul(a.weights, v);
   return a;
 }
 
-template AttentionNodes<float> attention_nodes(const Var<float>&, const Var<float>&, const Var<float>&);
-template AttentionNodes<double> attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&);
+template AttentionNodes<float> attention_nodes(const Var<float>&, const Var<float>&, const Var<float>&,
+                                               std::optional<double>);
+template AttentionNodes<double> attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&,
+                                                std::optional<double>);
 
 }  // namespace xgrad

@@ -1,8 +1,10 @@
 #include <xgrad/lib/graph_io.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
+#include <xgrad/lib/diagnostics.hpp>
 #include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
@@ -45,11 +47,20 @@ std::string attrs_line(const Json& attrs) {
   return line;
 }
 
+// White for no saturated row, through pink, to red (#d62728) for all rows saturated.
+std::string saturation_colour(double fraction) {
+  const auto mix = [&](int to) { return static_cast<int>(std::lround(255 - fraction * (255 - to))); };
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", mix(0xd6), mix(0x27), mix(0x28));
+  return buf;
+}
+
 }  // namespace
 
 template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values) {
-  return graph_to_json(graph, values);
+  if (values == ExportValues::none) return graph_to_json(graph, values);
+  return graph_to_json(graph, values, diagnostics_to_json(softmax_diagnostics(graph), true));
 }
 
 Json parse_graph_json(std::string_view text) { return parse_json(text, JsonLimits::max_depth, what); }
@@ -77,14 +88,19 @@ std::string to_dot(const Graph<T>& g) {
          "  rankdir=TB;\n"
          "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=10];\n"
          "  edge [color=\"#555555\"];\n";
+  std::map<std::size_t, double> saturated;  // softmax node -> saturated fraction of its rows
+  for (const auto& d : softmax_diagnostics(g)) saturated[d.node] = d.saturated_fraction;
   const auto box = [&](std::size_t i) {
     const Node<T>& n = g.node(i);
     std::string label = n.op_name();
     if (!n.name.empty()) label += "\n" + n.name;
     if (n.op && !attrs_line(n.op->attrs()).empty()) label += "\n" + attrs_line(n.op->attrs());
     label += "\n" + shape_str(n.value.shape());
+    const auto s = saturated.find(i);
+    if (s != saturated.end()) label += "\nsaturated " + std::to_string(static_cast<int>(std::lround(100 * s->second))) + "%";
     out << "    n" << i << " [label=\"" << dot_escape(label) << "\"";
     if (n.is_leaf()) out << ", fillcolor=\"#dbe9f6\"";
+    if (s != saturated.end()) out << ", fillcolor=\"" << saturation_colour(s->second) << "\"";
     out << "];\n";
   };
   out << "  subgraph cluster_forward {\n    label=\"forward\"; color=\"#999999\";\n";

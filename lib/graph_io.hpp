@@ -11,7 +11,8 @@
 namespace xgrad {
 
 // The graph, forward and backward nodes alike, with the values asked for. dump() it for text:
-// numbers are written in their shortest round-trip form.
+// numbers are written in their shortest round-trip form. When values are exported, the
+// softmax diagnostics (lib/diagnostics.hpp, threshold 0.99) come along under "diagnostics".
 template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
 
@@ -32,7 +33,9 @@ std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t m
 
 // Graphviz DOT: one box per node (op, name, attributes, shape), inputs as edges, forward nodes
 // in one cluster and backward nodes in another (shaded), a dashed edge from each gradient to the
-// node it is the gradient of (grad_of). Render with `dot -Tsvg`.
+// node it is the gradient of (grad_of). Each softmax node is shaded from white to red by the
+// fraction of its rows that are saturated (max weight >= 0.99), which its label gives. Render
+// with `dot -Tsvg`.
 template <class T>
 std::string to_dot(const Graph<T>& graph);
 

@@ -6,9 +6,11 @@
 #include <xgrad/graph/graph.hpp>
 #include <xgrad/lib/array_io.hpp>
 #include <xgrad/lib/attention.hpp>
+#include <xgrad/lib/diagnostics.hpp>
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
 #include <xgrad/lib/graph_io.hpp>
+#include <xgrad/lib/saturation.hpp>
 #include <xgrad/lib/gradcheck.hpp>
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/broadcast_to.hpp>

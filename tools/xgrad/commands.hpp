@@ -28,5 +28,7 @@ extern const Command attention_command;
 extern const Command gradcheck_command;
 extern const Command export_command;
 extern const Command replay_command;
+extern const Command inspect_command;
+extern const Command saturation_command;
 
 }  // namespace xgrad::tool

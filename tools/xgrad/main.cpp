@@ -15,7 +15,8 @@ using xgrad::tool::Command;
 
 const Command* const commands[] = {&xgrad::tool::example_command, &xgrad::tool::attention_command,
                                    &xgrad::tool::gradcheck_command, &xgrad::tool::export_command,
-                                   &xgrad::tool::replay_command};
+                                   &xgrad::tool::replay_command, &xgrad::tool::inspect_command,
+                                   &xgrad::tool::saturation_command};
 
 void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: xgrad <command> [options]   (xgrad <command> --help for its options)\n\n"

@@ -1,0 +1,56 @@
+// Softmax saturation diagnostics: how concentrated each softmax row is, and how much of the
+// gradient survives the softmax on the way back.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <xgrad/graph/graph.hpp>
+
+namespace xgrad {
+
+// One row p (length n) of a softmax output, along the softmax's axis.
+struct SoftmaxRow {
+  double max_weight = 0;          // max_i p_i
+  double entropy = 0;             // H = -sum p_i log p_i, in nats (0 log 0 = 0)
+  double normalized_entropy = 0;  // H / log n, in [0, 1]; 0 when n = 1
+  double effective_support = 0;   // exp(H): 1 for a one-hot row, n for a uniform one
+  // ||diag(p) - p p^T||_F, the Frobenius norm of the softmax Jacobian, in closed form:
+  // sqrt(sum p^2 - 2 sum p^3 + (sum p^2)^2). 0 for a one-hot row, sqrt(n - 1) / n for a uniform one.
+  double jacobian_norm = 0;
+  bool saturated = false;         // max_weight >= the threshold
+  // When backward has run: ||grad w.r.t. the softmax input|| / ||grad w.r.t. its output|| over
+  // the row, read from the softmax_vjp node of this softmax. 0 when the output's gradient is 0.
+  // A row with n = 1 has H = 0, a Jacobian of 0 and a gain of 0.
+  std::optional<double> gradient_gain;
+};
+
+struct Summary {
+  double min = 0, mean = 0, max = 0;
+};
+
+struct SoftmaxDiagnostics {
+  std::size_t node = 0;                   // the softmax node
+  std::optional<std::size_t> vjp_node;    // the softmax_vjp node its gains were read from
+  std::size_t axis = 0, n = 0;            // the normalised axis and its length
+  double threshold = 0;
+  std::vector<SoftmaxRow> rows;           // in the order of the output's other axes, row-major
+  Summary max_weight, entropy, normalized_entropy, effective_support, jacobian_norm;
+  std::optional<Summary> gradient_gain;
+  double saturated_fraction = 0;          // of the rows
+};
+
+// The statistics of one row of softmax weights (no gain).
+SoftmaxRow softmax_row_stats(const double* p, std::size_t n, std::size_t stride, double threshold);
+
+// Diagnostics of every softmax node of the graph, in node order. The gains come from the last
+// softmax_vjp node whose first input is the softmax's output (grad() builds one per backward
+// pass). Throws xgrad::error unless 0 < threshold <= 1.
+template <class T>
+std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& graph, double threshold = 0.99);
+
+// As JSON: per node its summaries, saturated fraction and, if `rows`, the per-row arrays.
+Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, bool rows);
+
+}  // namespace xgrad
