@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,13 @@ std::string shape_str(const S& shape) {
   if (i == 1) out << ',';
   out << ')';
   return out.str();
+}
+
+// A number for a message: up to 6 significant digits, "nan", "inf" as printf writes them.
+inline std::string number_str(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
 }
 
 // Whether two shapes (any containers of sizes) are equal.

@@ -58,7 +58,7 @@ template <class T>
 AttentionNodes<T> attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
   check_attention_inputs(q, k, v);
   if (alpha && !std::isfinite(*alpha)) {
-    throw error("attention: the scale must be finite, got " + std::to_string(*alpha));
+    throw error("attention: the scale must be finite, got " + number_str(*alpha));
   }
   const double d_k = static_cast<double>(q.value().shape().back());
   AttentionNodes<T> a;

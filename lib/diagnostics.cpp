@@ -56,7 +56,7 @@ SoftmaxRow softmax_row_stats(const double* p, std::size_t n, std::size_t stride,
 template <class T>
 std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double threshold) {
   if (!(threshold > 0 && threshold <= 1)) {
-    throw error("softmax_diagnostics: the threshold must be in (0, 1], got " + std::to_string(threshold));
+    throw error("softmax_diagnostics: the threshold must be in (0, 1], got " + number_str(threshold));
   }
   std::vector<SoftmaxDiagnostics> out;
   for (std::size_t id = 0; id < g.size(); ++id) {

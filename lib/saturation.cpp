@@ -90,7 +90,7 @@ std::vector<SweepRow> saturation_sweep(const SweepOptions& o) {
                 ", T_k = " + std::to_string(o.t_k) + ", trials = " + std::to_string(o.trials) + ")");
   }
   if (!(o.threshold > 0 && o.threshold <= 1)) {
-    throw error("saturation_sweep: the threshold must be in (0, 1], got " + std::to_string(o.threshold));
+    throw error("saturation_sweep: the threshold must be in (0, 1], got " + number_str(o.threshold));
   }
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<double> normal;

@@ -123,6 +123,14 @@ std::vector<Row> rows() {
       {"A05", "attention", "no keys (T_k = 0)", Kind::error, [] { Fixture x; auto k0 = x.g.input("k0", z({0, 3})); auto v0 = x.g.input("v0", z({0, 5})); attention(x.q, k0, v0); }, {"T_k = 0", "(0, 3)", "(0, 5)"}},
       {"A06", "attention", "d_k = 0", Kind::error, [] { Fixture x; auto q0 = x.g.input("q0", z({2, 0})); auto k0 = x.g.input("kd0", z({4, 0})); attention(q0, k0, x.v); }, {"d_k = 0", "(2, 0)", "(4, 0)"}},
       {"A07", "attention", "q, k, v of different graphs", Kind::error, [] { Fixture x; attention(x.q, x.alien, x.v); }, {"k (node 0) belongs to another graph"}},
+      {"A08", "attention", "a scale that is not finite", Kind::error, [] { Fixture x; attention(x.q, x.k, x.v, std::nan("")); }, {"attention: the scale must be finite, got nan"}},
+      // Diagnostics and the sweep.
+      {"S01", "diagnostics", "a threshold outside (0, 1]", Kind::error, [] { Fixture x; softmax_diagnostics(x.g, 0.0); }, {"the threshold must be in (0, 1], got 0"}},
+      {"S02", "sweep", "a d_k of 0", Kind::error, [] { SweepOptions o; o.d_k = {4, 0}; saturation_sweep(o); }, {"saturation_sweep: d_k = 0"}},
+      {"S03", "sweep", "T_q, T_k or trials of 0", Kind::error, [] { SweepOptions o; o.t_k = 0; saturation_sweep(o); }, {"T_k = 0"}},
+      {"T19", "xgrad", "inspect of a graph without stored inputs", Kind::error, [] { Graph<double> g; g.input("x", {{1.0}}); std::ofstream(at("none.json")) << to_json(g, ExportValues::none).dump(); run_cli(tool::inspect_command, {at("none.json")}); }, {"none.json: node 0 ('x') has no stored value"}},
+      {"T20", "xgrad", "a --threshold outside (0, 1]", Kind::usage, [] { run_cli(tool::inspect_command, {"g.json", "--threshold", "0"}); }, {"--threshold must be a number in (0, 1], not '0'"}},
+      {"T21", "xgrad", "a sweep size that is not a positive integer", Kind::usage, [] { run_cli(tool::saturation_command, {"--dk", "16,0"}); }, {"--dk needs an integer from 1 to 65536, not '0'"}},
       // gradcheck.
       {"C01", "gradcheck", "an x that is not a leaf", Kind::error, [] { Fixture x; auto s = scale(x.q, 2.0); gradcheck(s, {s}); }, {"x[0] (node", "is a scale node", "leaves"}},
       {"C02", "gradcheck", "no inputs", Kind::error, [] { Fixture x; gradcheck(x.q, {}); }, {"no inputs"}},

@@ -257,6 +257,53 @@ BOOST_AUTO_TEST_CASE(outputs_are_whole_or_absent_and_never_over_inputs) {
   BOOST_TEST(s.files() == before + 1);  // no temporary files left
 }
 
+BOOST_AUTO_TEST_CASE(inspect_prints_softmax_diagnostics) {
+  Sandbox s;
+  BOOST_TEST_REQUIRE(s.xgrad("export --q q.json --k k.json --v v.json -o g.json").rc == 0);
+  const Run table = s.xgrad("inspect g.json");
+  BOOST_TEST(table.rc == 0, table.err);
+  BOOST_TEST(table.out.find("g.json: 1 softmax node (float64)") != std::string::npos, table.out);
+  BOOST_TEST(table.out.find("0.5/0.583/0.667") != std::string::npos, table.out);  // max weights 2/3 and 1/2
+  BOOST_TEST(table.out.find("(node 11)") != std::string::npos, table.out);        // gains from softmax_vjp
+  const Json j = Json::parse(s.xgrad("inspect g.json --format json --threshold 0.6").out);
+  BOOST_TEST(j[0]["saturated_fraction"] == 0.5);  // 2/3 >= 0.6, 1/2 is not
+  BOOST_TEST(j[0]["per_row"]["max_weight"].size() == 2u);
+  const std::string csv = s.xgrad("inspect g.json --format csv").out;
+  BOOST_TEST(std::count(csv.begin(), csv.end(), '\n') == 2);
+  BOOST_TEST(csv.find("\n6,1,2,2,") != std::string::npos, csv);
+  BOOST_TEST_REQUIRE(s.xgrad("export --q q.json --k k.json --v v.json --no-backward -o f.json").rc == 0);
+  BOOST_TEST(s.xgrad("inspect f.json").out.find("- (no backward pass)") != std::string::npos);
+  BOOST_TEST_REQUIRE(s.xgrad("export --q q.json --k k.json --v v.json --values none -o none.json").rc == 0);
+  const Run none = s.xgrad("inspect none.json");
+  BOOST_TEST(none.rc == 2);
+  BOOST_TEST(none.err.find("none.json: node 0 ('q') has no stored value") != std::string::npos, none.err);
+  const Run bad = s.xgrad("inspect g.json --threshold 2");
+  BOOST_TEST(bad.rc == 2);
+  BOOST_TEST(bad.err.find("--threshold must be a number in (0, 1], not '2'") != std::string::npos, bad.err);
+}
+
+BOOST_AUTO_TEST_CASE(saturation_sweeps_and_plots) {
+  Sandbox s;
+  const Run j = s.xgrad("saturation --dk 1,16,256 --trials 5 --seed 3 --format json --plot sweep.svg");
+  BOOST_TEST_REQUIRE(j.rc == 0, j.err);
+  const Json rows = Json::parse(j.out)["rows"];
+  BOOST_TEST(rows.size() == 3u);
+  BOOST_TEST(rows[2]["d_k"] == 256);
+  BOOST_TEST(rows[2]["unscaled"]["max_weight"].get<double>() > rows[2]["scaled"]["max_weight"].get<double>());
+  const std::string svg = read_text(s.dir / "sweep.svg");
+  BOOST_TEST(svg.find("<svg") != std::string::npos);
+  BOOST_TEST(svg.find("id=\"gradient_gain_unscaled\"") != std::string::npos);
+  // Deterministic for a seed; table and csv formats.
+  BOOST_TEST(s.xgrad("saturation --dk 1,16,256 --trials 5 --seed 3 --format json").out == j.out);
+  BOOST_TEST(s.xgrad("saturation --dk 4 --trials 2").out.find("score variance") != std::string::npos);
+  BOOST_TEST(s.xgrad("saturation --dk 4 --trials 2 --format csv").out.rfind("d_k,scaled_score_variance", 0) == 0u);
+  for (const char* args : {"saturation --dk 0", "saturation --dk 4,x", "saturation --trials 0", "saturation --format xml"}) {
+    const Run r = s.xgrad(args);
+    BOOST_TEST(r.rc == 2, args);
+    BOOST_TEST(one_line(r.err), args << ": " << r.err);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(failing_stdout_is_an_error) {
   Sandbox s;
   for (const char* args : {"export --shape 3,3,3,3", "attention --q q.json --k k.json --v v.json", "example"}) {
@@ -285,7 +332,7 @@ BOOST_AUTO_TEST_CASE(help_is_an_option_not_a_value) {
   const Run value = s.xgrad("export --shape 1,1,1,1 -o --help");
   BOOST_TEST(value.rc == 0, value.err);
   BOOST_TEST(fs::exists(s.dir / "--help"));  // a file named --help, as asked
-  for (const char* cmd : {"example", "attention", "gradcheck", "export", "replay"}) {
+  for (const char* cmd : {"example", "attention", "gradcheck", "export", "replay", "inspect", "saturation"}) {
     const Run r = s.xgrad(std::string(cmd) + " --help");
     BOOST_TEST(r.rc == 0, cmd);
     BOOST_TEST(r.out.rfind(std::string("usage: xgrad ") + cmd, 0) == 0u, cmd);

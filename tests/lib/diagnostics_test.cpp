@@ -1,0 +1,260 @@
+#include "../check.hpp"
+
+#include <cmath>
+
+using namespace xgrad;
+using xgrad::test::check_error;
+using xgrad::test::random_array;
+
+namespace {
+
+// Diagnostics of softmax(scores) (rows along the last axis), with a backward pass when asked.
+std::vector<SoftmaxDiagnostics> of_scores(const xt::xarray<double>& scores, bool backward, double threshold = 0.99) {
+  Graph<double> g;
+  const auto x = g.input("scores", scores);
+  const auto y = softmax(x);
+  if (backward) grad(y, {x}, xt::xarray<double>(random_array<double>({scores.shape().begin(), scores.shape().end()}, 3)));
+  return softmax_diagnostics(g, threshold);
+}
+
+// A minimal XML well-formedness check: tags nest and close, attributes are quoted, text holds
+// no stray '<' or '&' outside entities.
+bool well_formed_xml(const std::string& s, std::string& why) {
+  std::vector<std::string> open;
+  std::size_t i = 0;
+  if (s.rfind("<?xml", 0) == 0) i = s.find("?>") + 2;
+  while (i < s.size()) {
+    if (s[i] != '<') {
+      if (s[i] == '&' && s.compare(i, 5, "&amp;") && s.compare(i, 4, "&lt;") && s.compare(i, 4, "&gt;") &&
+          s.compare(i, 6, "&quot;")) {
+        why = "a raw & at " + std::to_string(i);
+        return false;
+      }
+      ++i;
+      continue;
+    }
+    const std::size_t end = s.find('>', i);
+    if (end == std::string::npos) return why = "an unclosed tag", false;
+    std::string tag = s.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (tag.empty()) return why = "an empty tag", false;
+    if (tag[0] == '/') {
+      if (open.empty() || open.back() != tag.substr(1)) return why = "</" + tag.substr(1) + "> closes nothing open", false;
+      open.pop_back();
+      continue;
+    }
+    const bool self_closing = tag.back() == '/';
+    if (self_closing) tag.pop_back();
+    if (std::count(tag.begin(), tag.end(), '"') % 2) return why = "an unbalanced quote in <" + tag + ">", false;
+    const std::string name = tag.substr(0, tag.find_first_of(" \n"));
+    if (!self_closing) open.push_back(name);
+  }
+  if (!open.empty()) return why = "<" + open.back() + "> never closed", false;
+  return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(diagnostics)
+
+BOOST_AUTO_TEST_CASE(uniform_row) {
+  const auto d = of_scores(xt::xarray<double>{{0.0, 0.0, 0.0, 0.0}}, false);
+  BOOST_TEST_REQUIRE(d.size() == 1u);
+  const SoftmaxRow& r = d[0].rows.at(0);
+  BOOST_TEST(r.max_weight == 0.25, boost::test_tools::tolerance(1e-15));
+  BOOST_TEST(r.entropy == std::log(4.0), boost::test_tools::tolerance(1e-15));
+  BOOST_TEST(r.normalized_entropy == 1.0, boost::test_tools::tolerance(1e-15));
+  BOOST_TEST(r.effective_support == 4.0, boost::test_tools::tolerance(1e-14));
+  BOOST_TEST(r.jacobian_norm == std::sqrt(3.0) / 4, boost::test_tools::tolerance(1e-15));  // sqrt(n - 1) / n
+  BOOST_TEST(!r.saturated);
+  BOOST_TEST(!r.gradient_gain.has_value());  // no backward pass
+}
+
+BOOST_AUTO_TEST_CASE(one_hot_row) {
+  // exp(-1000) underflows: the row is exactly [1, 0, 0].
+  const auto d = of_scores(xt::xarray<double>{{0.0, -1000.0, -1000.0}}, true);
+  const SoftmaxRow& r = d[0].rows.at(0);
+  BOOST_TEST(r.max_weight == 1.0);
+  BOOST_TEST(r.entropy == 0.0);
+  BOOST_TEST(r.normalized_entropy == 0.0);
+  BOOST_TEST(r.effective_support == 1.0);
+  BOOST_TEST(r.jacobian_norm == 0.0);
+  BOOST_TEST(r.saturated);
+  BOOST_TEST(*r.gradient_gain == 0.0);  // nothing passes a one-hot softmax
+}
+
+BOOST_AUTO_TEST_CASE(spec_row) {
+  // The spec: scores [0.5, 0, 0, 0] give the first key about 35.5% of the weight.
+  const auto d = of_scores(xt::xarray<double>{{0.5, 0.0, 0.0, 0.0}}, false);
+  const SoftmaxRow& r = d[0].rows.at(0);
+  BOOST_TEST(r.max_weight == std::exp(0.5) / (std::exp(0.5) + 3), boost::test_tools::tolerance(1e-15));
+  BOOST_TEST(std::abs(r.max_weight - 0.3547) < 1e-4);  // 0.354661...
+  // The closed-form Jacobian norm against the n x n matrix diag(p) - p p^T.
+  const double p[] = {std::exp(0.5) / (std::exp(0.5) + 3), 1 / (std::exp(0.5) + 3), 1 / (std::exp(0.5) + 3), 1 / (std::exp(0.5) + 3)};
+  double f2 = 0;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) f2 += std::pow((i == j ? p[i] : 0.0) - p[i] * p[j], 2);
+  }
+  BOOST_TEST(r.jacobian_norm == std::sqrt(f2), boost::test_tools::tolerance(1e-14));
+}
+
+BOOST_AUTO_TEST_CASE(rows_of_one_element) {
+  const auto d = of_scores(matrix<double>({{3.0}, {-2.0}}), true);
+  BOOST_TEST(d[0].n == 1u);
+  for (const auto& r : d[0].rows) {
+    BOOST_TEST(r.max_weight == 1.0);
+    BOOST_TEST(r.entropy == 0.0);
+    BOOST_TEST(r.normalized_entropy == 0.0);
+    BOOST_TEST(r.jacobian_norm == 0.0);
+    BOOST_TEST(*r.gradient_gain == 0.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gain_is_the_ratio_of_the_gradient_norms) {
+  Graph<double> g;
+  const auto x = g.input("x", random_array<double>({3, 5}, 1, 2.0));
+  const auto y = softmax(x);
+  const xt::xarray<double> grad_out = random_array<double>({3, 5}, 2);
+  const auto gx = grad(y, {x}, grad_out)[0];
+  const auto d = softmax_diagnostics(g);
+  BOOST_TEST_REQUIRE(d.size() == 1u);
+  BOOST_TEST(*d[0].vjp_node == gx.id());
+  for (std::size_t i = 0; i < 3; ++i) {
+    double in = 0, out = 0;
+    for (std::size_t j = 0; j < 5; ++j) {
+      in += gx.value()(i, j) * gx.value()(i, j);
+      out += grad_out(i, j) * grad_out(i, j);
+    }
+    BOOST_TEST(*d[0].rows[i].gradient_gain == std::sqrt(in / out), boost::test_tools::tolerance(1e-14));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rows_follow_the_axis_and_summaries_the_rows) {
+  Graph<double> g;
+  xt::xarray<double> s = {{{0.0, -1000.0}, {0.0, 0.0}}, {{5.0, 1.0}, {-1000.0, 0.0}}};  // (2, 2, 2)
+  const auto x = g.input("x", s);
+  softmax(x, 1);  // rows along axis 1: for each (i, k), the pair s[i, 0, k], s[i, 1, k]
+  const auto d = softmax_diagnostics(g)[0];
+  BOOST_TEST(d.axis == 1u);
+  BOOST_TEST(d.rows.size() == 4u);
+  // Row (0, k=1) is [-1000, 0]: saturated; row (1, k=0) is [5, -1000]: saturated; row (0, k=0)
+  // is [0, 0] and row (1, k=1) is [1, 0], weights 0.5 and e / (e + 1) = 0.73: not saturated.
+  BOOST_TEST(d.rows[1].saturated);
+  BOOST_TEST(d.rows[2].saturated);
+  BOOST_TEST(!d.rows[0].saturated);
+  BOOST_TEST(!d.rows[3].saturated);
+  BOOST_TEST(d.saturated_fraction == 0.5);
+  BOOST_TEST(d.max_weight.max == 1.0);
+  BOOST_TEST(d.max_weight.min == 0.5, boost::test_tools::tolerance(1e-15));
+  BOOST_TEST(d.max_weight.mean == (2.5 + std::exp(1.0) / (std::exp(1.0) + 1)) / 4, boost::test_tools::tolerance(1e-15));
+  // A lower threshold counts more rows.
+  BOOST_TEST(softmax_diagnostics(g, 0.7)[0].saturated_fraction == 0.75);
+}
+
+BOOST_AUTO_TEST_CASE(diagnostics_are_in_the_json_export_with_values) {
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({3, 4}, 4, 3.0));
+  const auto k = g.input("k", random_array<double>({5, 4}, 5, 3.0));
+  const auto v = g.input("v", random_array<double>({5, 2}, 6));
+  const auto a = attention_nodes(q, k, v);
+  grad(a.output, {q, k, v});
+  const Json j = to_json(g, ExportValues::all);
+  BOOST_TEST_REQUIRE(j.contains("diagnostics"));
+  const Json& d = j["diagnostics"][0];
+  BOOST_TEST(d["node"] == a.weights.id());
+  BOOST_TEST(d["per_row"]["max_weight"].size() == 3u);
+  BOOST_TEST(d["gradient_gain"]["mean"].is_number());
+  BOOST_TEST(!to_json(g, ExportValues::none).contains("diagnostics"));
+  // Recomputed on export, they survive the round trip to the same text.
+  const std::string text = j.dump();
+  BOOST_TEST(to_json(*graph_from_json<double>(text), ExportValues::all).dump() == text);
+}
+
+BOOST_AUTO_TEST_CASE(dot_shades_softmax_nodes_by_saturation) {
+  Graph<double> g;
+  softmax(g.input("x", xt::xarray<double>{{0.0, -1000.0}, {0.0, -1000.0}}));  // all rows saturated
+  softmax(g.input("y", xt::xarray<double>{{0.0, 0.0}, {0.0, 0.0}}));          // none
+  const std::string dot = to_dot(g);
+  BOOST_TEST(dot.find("n1 [label=\"softmax\\naxis=-1\\n(2, 2)\\nsaturated 100%\", fillcolor=\"#d62728\"]") != std::string::npos, dot);
+  BOOST_TEST(dot.find("n3 [label=\"softmax\\naxis=-1\\n(2, 2)\\nsaturated 0%\", fillcolor=\"#ffffff\"]") != std::string::npos, dot);
+}
+
+BOOST_AUTO_TEST_CASE(attention_takes_a_scale) {
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({2, 16}, 7));
+  const auto k = g.input("k", random_array<double>({3, 16}, 8));
+  const auto v = g.input("v", random_array<double>({3, 2}, 9));
+  const auto scaled = attention_nodes(q, k, v), unscaled = attention_nodes(q, k, v, 1.0);
+  BOOST_TEST(scaled.scores.node().op->attrs()["alpha"].get<double>() == 0.25);
+  BOOST_TEST(unscaled.scores.node().op->attrs()["alpha"].get<double>() == 1.0);
+  BOOST_TEST(xt::allclose(unscaled.scores.value(), 4.0 * scaled.scores.value()));
+  BOOST_TEST(attention(q, k, v, 1.0).value() == unscaled.output.value());
+  test::check_gradients(attention(q, k, v, 0.1), {q, k, v});
+  check_error([&] { attention(q, k, v, std::nan("")); }, {"attention: the scale must be finite"});
+  check_error([&] { softmax_diagnostics(g, 1.5); }, {"threshold must be in (0, 1]", "1.5"});
+}
+
+BOOST_AUTO_TEST_CASE(sweep_shows_the_variance_argument_and_saturation) {
+  SweepOptions o;
+  o.t_q = o.t_k = 32;
+  o.trials = 300;
+  o.seed = 11;
+  const auto rows = saturation_sweep(o);
+  BOOST_TEST_REQUIRE(rows.size() == 6u);
+  for (const auto& r : rows) {
+    BOOST_TEST_CONTEXT("d_k " << r.d_k) {
+      const double d_k = static_cast<double>(r.d_k);
+      BOOST_TEST(std::abs(r.scaled.score_variance - 1.0) <= 0.1);       // within 10% of 1
+      BOOST_TEST(std::abs(r.unscaled.score_variance - d_k) <= 0.1 * d_k);  // within 10% of d_k
+      BOOST_TEST(r.scaled.saturated_fraction < 0.01);  // scaled: far from saturation
+      BOOST_TEST(r.scaled.max_weight < 0.3);
+    }
+  }
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    BOOST_TEST_CONTEXT("d_k " << rows[i - 1].d_k << " -> " << rows[i].d_k) {
+      BOOST_TEST(rows[i].unscaled.max_weight > rows[i - 1].unscaled.max_weight);  // saturation grows
+      BOOST_TEST(rows[i].unscaled.saturated_fraction >= rows[i - 1].unscaled.saturated_fraction);
+      if (rows[i].d_k >= 16) BOOST_TEST(rows[i].unscaled.gradient_gain < rows[i - 1].unscaled.gradient_gain);  // gain shrinks
+    }
+  }
+  BOOST_TEST(rows.back().unscaled.saturated_fraction > 0.5);
+  BOOST_TEST(rows.back().unscaled.gradient_gain < 0.25 * rows.back().scaled.gradient_gain);
+  // Deterministic for a seed.
+  SweepOptions small = o;
+  small.trials = 3;
+  BOOST_TEST(sweep_to_json(saturation_sweep(small)).dump() == sweep_to_json(saturation_sweep(small)).dump());
+}
+
+BOOST_AUTO_TEST_CASE(sweep_outputs) {
+  SweepOptions o;
+  o.d_k = {1, 8, 64};
+  o.trials = 2;
+  const auto rows = saturation_sweep(o);
+  const Json j = sweep_to_json(rows);
+  BOOST_TEST(j["rows"].size() == 3u);
+  BOOST_TEST(j["rows"][1]["d_k"] == 8);
+  for (const char* side : {"scaled", "unscaled"}) {
+    for (const char* key : {"score_variance", "max_weight", "entropy", "saturated_fraction", "jacobian_norm",
+                            "gradient_gain", "grad_q_norm"}) {
+      BOOST_TEST(j["rows"][0][side].contains(key), side << "." << key);
+    }
+    BOOST_TEST(j["rows"][0][side].size() == 7u);
+  }
+  const std::string csv = sweep_to_csv(rows);
+  BOOST_TEST(std::count(csv.begin(), csv.end(), '\n') == 4);
+  BOOST_TEST(csv.rfind("d_k,scaled_score_variance,", 0) == 0u);
+  const std::string svg = sweep_to_svg(rows);
+  std::string why;
+  BOOST_TEST(well_formed_xml(svg, why), why);
+  for (const char* id : {"max_weight_scaled", "max_weight_unscaled", "gradient_gain_scaled", "gradient_gain_unscaled"}) {
+    BOOST_TEST(svg.find(std::string("<g id=\"") + id + "\"") != std::string::npos, id);
+  }
+  BOOST_TEST(svg.find("d_k, key width (log scale)") != std::string::npos);
+  BOOST_TEST(svg.find("scaled by 1/sqrt(d_k)") != std::string::npos);  // the legend
+  // The checker can fail.
+  BOOST_TEST(!well_formed_xml("<svg><g></svg>", why));
+  check_error([] { SweepOptions bad; bad.d_k = {4, 0}; saturation_sweep(bad); }, {"d_k = 0"});
+  check_error([] { SweepOptions bad; bad.trials = 0; saturation_sweep(bad); }, {"trials = 0"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
