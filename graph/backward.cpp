@@ -80,10 +80,11 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
     for (std::size_t j = 0; j < inputs.size(); ++j) {
       if (!wanted[j]) continue;
       const Var<T>& c = contributions[j];
-      if (!c.valid() || !shapes_equal(c.value().shape(), inputs[j].value().shape())) {
+      if (!c.valid() || &c.graph() != &g || !shapes_equal(c.value().shape(), inputs[j].value().shape())) {
         throw error(node.op->name() + " (node " + std::to_string(i) + "): VJP for input " +
                     std::to_string(j) + " " + shape_str(inputs[j].value().shape()) + " returned " +
-                    (c.valid() ? shape_str(c.value().shape()) : std::string("nothing")));
+                    (!c.valid() ? std::string("nothing") : &c.graph() != &g ? "a node of another graph"
+                                                                             : shape_str(c.value().shape())));
       }
       // A node the rule built for input j holds (a contribution to) input j's gradient.
       if (c.id() >= first_new && !c.node().grad_of) g.set_grad_of(c.id(), node.inputs[j]);

@@ -89,6 +89,32 @@ struct Fixture {
 
 xt::xarray<double> z(std::initializer_list<std::size_t> s) { return xt::zeros<double>(s); }
 
+// An op whose VJP breaks the contract: `count` gradients, each transposed (a wrong shape).
+class BrokenVjpOp final : public OpFor<BrokenVjpOp> {
+ public:
+  explicit BrokenVjpOp(std::size_t count) : m_count(count) {}
+  std::string name() const override { return "broken"; }
+  std::size_t arity() const override { return 1; }
+  Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    y = *x[0];
+  }
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    return std::vector<Var<T>>(m_count, transpose(v.grad_out));
+  }
+
+ private:
+  std::size_t m_count;
+};
+
+void grad_through_broken(std::size_t count) {
+  Graph<double> g;
+  const auto x = g.input("x", z({2, 3}));
+  grad(g.apply(std::make_shared<BrokenVjpOp>(count), {x}), {x});
+}
+
 std::vector<Row> rows() {
   return {
       // The graph.
@@ -103,6 +129,8 @@ std::vector<Row> rows() {
       {"D01", "grad", "grad_out of another shape than y", Kind::error, [] { Fixture x; grad(x.q, {x.q}, z({3, 2})); }, {"grad_out is (3, 2)", "y (node 0) is (2, 3)"}},
       {"D02", "grad", "an x of another graph than y", Kind::error, [] { Fixture x; grad(x.q, {x.alien}); }, {"x[0] (node 0) belongs to another graph"}},
       {"D03", "grad", "y is an empty Var", Kind::error, [] { Fixture x; grad(Var<double>(), {x.q}); }, {"grad: y is an empty Var"}},
+      {"D04", "grad", "a VJP rule that returns the wrong number of gradients", Kind::error, [] { grad_through_broken(2); }, {"broken (node 1): VJP returned 2 gradients for 1 inputs"}},
+      {"D05", "grad", "a VJP rule that returns a gradient of the wrong shape", Kind::error, [] { grad_through_broken(1); }, {"broken (node 1): VJP for input 0 (2, 3) returned (3, 2)"}},
       // The ops.
       {"O01", "matmul", "inner sizes differ", Kind::error, [] { Fixture x; matmul(x.q, x.v); }, {"matmul (node", "inner sizes differ", "a is (2, 3)", "b is (4, 5)"}},
       {"O02", "matmul", "an operand of rank < 2", Kind::error, [] { Fixture x; matmul(x.flat, x.q); }, {"rank >= 2", "a is (3,)"}},
