@@ -7,6 +7,7 @@
 #include <xtensor/xarray.hpp>
 
 #include <xgrad/graph/op.hpp>
+#include <xgrad/lib/files.hpp>
 
 namespace xgrad {
 
@@ -45,10 +46,6 @@ StoredArray parse_json_array(std::string_view text, const std::string& what);
 // Nested arrays as read_json_array reads them back, non-finite values as strings.
 template <class T>
 Json array_to_json(const xt::xarray<T>& array);
-
-// The whole content of a regular file of at most max_bytes (default 1 GiB); xgrad::error naming
-// the file if it is missing, not a regular file (a directory, a FIFO, /dev/zero), or larger.
-std::string read_text_file(const std::string& path, std::size_t max_bytes = std::size_t(1) << 30);
 
 // read_npy for a name ending in .npy, read_json_array for .json; xgrad::error otherwise.
 StoredArray read_array(const std::string& path);

@@ -1,0 +1,135 @@
+// JSON nested arrays: a one-pass SAX reader (no DOM) and a writer.
+#include <xgrad/lib/array_io.hpp>
+
+#include <limits>
+#include <optional>
+
+#include <xgrad/graph/error.hpp>
+#include <xgrad/graph/json.hpp>
+#include <xgrad/lib/files.hpp>
+
+namespace xgrad {
+
+namespace {
+
+constexpr std::size_t max_json_depth = 32;
+
+// Builds shape and data in one SAX pass: no DOM, so memory stays a small multiple of the text.
+class ArrayBuilder {
+ public:
+  bool null() { return fail("expected a number, got null"); }
+  bool boolean(bool) { return fail("expected a number, got a boolean"); }
+  bool number_integer(Json::number_integer_t v) { return push(static_cast<double>(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return push(static_cast<double>(v)); }
+  bool number_float(Json::number_float_t v, const std::string&) { return push(v); }
+  bool string(std::string& s) {
+    if (s == "nan") return push(std::numeric_limits<double>::quiet_NaN());
+    if (s == "inf") return push(std::numeric_limits<double>::infinity());
+    if (s == "-inf") return push(-std::numeric_limits<double>::infinity());
+    return fail("expected a number, got a string (only \"nan\", \"inf\" and \"-inf\" stand for numbers)");
+  }
+  bool binary(Json::binary_t&) { return fail("expected a number"); }
+  bool key(std::string&) { return fail("expected a number or an array, got an object"); }
+  bool start_object(std::size_t) { return fail("expected a number or an array, got an object"); }
+  bool end_object() { return false; }
+  bool start_array(std::size_t) {
+    if (m_rank && m_counts.size() + 1 > *m_rank) return fail("ragged: an array where a number belongs");
+    if (m_counts.size() + 1 > max_json_depth) return fail("nested deeper than " + std::to_string(max_json_depth) + " levels");
+    if (!m_counts.empty()) ++m_counts.back();
+    m_counts.push_back(0);
+    return true;
+  }
+  bool end_array() {
+    const std::size_t depth = m_counts.size(), length = m_counts.back();
+    m_counts.pop_back();  // a complaint about this array names the array itself
+    if (length == 0) {
+      if (!m_rank) m_rank = depth;
+      else if (*m_rank != depth) return fail("ragged: an empty array where deeper arrays belong", true);
+    }
+    if (m_shape.size() < depth) m_shape.resize(depth, unknown);
+    if (m_shape[depth - 1] == unknown) m_shape[depth - 1] = length;
+    else if (m_shape[depth - 1] != length) {
+      return fail("ragged: " + std::to_string(length) + " elements where other rows have " +
+                  std::to_string(m_shape[depth - 1]), true);
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    if (m_problem.empty()) m_problem = std::string("not JSON: ") + e.what();
+    return false;
+  }
+
+  const std::string& problem() const { return m_problem; }
+  StoredArray result() const {
+    StoredArray out;
+    out.dtype = "float64";
+    out.values = xt::xarray<double>::from_shape(Shape(m_shape.begin(), m_shape.begin() + static_cast<long>(m_rank.value_or(0))));
+    std::copy(m_data.begin(), m_data.end(), out.values.begin());
+    return out;
+  }
+
+ private:
+  static constexpr std::size_t unknown = std::numeric_limits<std::size_t>::max();
+
+  bool push(double v) {
+    const std::size_t depth = m_counts.size();
+    if (!m_rank) m_rank = depth;
+    else if (*m_rank != depth) return fail("ragged: a number where an array belongs");
+    if (!m_counts.empty()) ++m_counts.back();
+    m_data.push_back(v);
+    return true;
+  }
+  // The problem, at the index path of what is being read: in each enclosing array the element
+  // already counted; in the innermost one the next element, or, for a complaint about an array
+  // just closed, that array.
+  bool fail(const std::string& problem, bool closed_array = false) {
+    std::string where;
+    for (std::size_t i = 0; i < m_counts.size(); ++i) {
+      const bool next = i + 1 == m_counts.size() && !closed_array;
+      where += "[" + std::to_string(next ? m_counts[i] : m_counts[i] - 1) + "]";
+    }
+    m_problem = (where.empty() ? "" : where + ": ") + problem;
+    return false;
+  }
+
+  std::vector<std::size_t> m_counts;  // elements seen so far in each open array
+  Shape m_shape;
+  std::optional<std::size_t> m_rank;
+  std::vector<double> m_data;
+  std::string m_problem;
+};
+
+template <class T>
+Json nested(const xt::xarray<T>& a, std::size_t axis, std::size_t offset) {
+  if (axis == a.dimension()) return encode_number(static_cast<double>(a.data()[offset]));
+  std::size_t stride = 1;
+  for (std::size_t i = axis + 1; i < a.dimension(); ++i) stride *= a.shape()[i];
+  Json j = Json::array();
+  for (std::size_t i = 0; i < a.shape()[axis]; ++i) j.push_back(nested(a, axis + 1, offset + i * stride));
+  return j;
+}
+
+}  // namespace
+
+StoredArray parse_json_array(std::string_view text, const std::string& what) {
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw error(what + ": not JSON: a NUL byte at byte " + std::to_string(nul));
+  }
+  ArrayBuilder builder;
+  if (!Json::sax_parse(text, &builder) || !builder.problem().empty()) {
+    throw error(what + ": " + (builder.problem().empty() ? "not JSON" : builder.problem()));
+  }
+  return builder.result();
+}
+
+StoredArray read_json_array(const std::string& path) { return parse_json_array(read_text_file(path), path); }
+
+template <class T>
+Json array_to_json(const xt::xarray<T>& array) {
+  return nested(array, 0, 0);
+}
+
+template Json array_to_json(const xt::xarray<float>&);
+template Json array_to_json(const xt::xarray<double>&);
+
+}  // namespace xgrad
