@@ -1,7 +1,9 @@
 #include <xgrad/lib/attention.hpp>
 
 #include <cmath>
+#include <limits>
 
+#include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/scale.hpp>
@@ -52,25 +54,84 @@ void check_attention_inputs(const Var<T>& q, const Var<T>& k, const Var<T>& v) {
   if (d_k == 0) throw error("attention: d_k = 0, the scale 1/sqrt(d_k) is undefined: " + all);
 }
 
-}  // namespace
-
+// The spec's three steps, with the mask's -inf added to the scores when there is one. Every
+// check is made before the first node is built.
 template <class T>
-AttentionNodes<T> attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
+AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha,
+                                  const xt::xarray<bool>* mask) {
   check_attention_inputs(q, k, v);
   if (alpha && !std::isfinite(*alpha)) {
     throw error("attention: the scale must be finite, got " + number_str(*alpha));
   }
-  const double d_k = static_cast<double>(q.value().shape().back());
+  const auto& qs = q.value().shape();
+  const double d_k = static_cast<double>(qs.back());
+  if (mask) {
+    Shape scores(qs.begin(), qs.end() - 1);
+    scores.push_back(k.value().shape()[k.value().dimension() - 2]);
+    if (!detail::broadcastable(Shape(mask->shape().begin(), mask->shape().end()), scores)) {
+      throw error("masked_attention: the mask " + shape_str(mask->shape()) + " does not broadcast to the scores " +
+                  shape_str(scores) + " (B..., T_q, T_k)");
+    }
+  }
   AttentionNodes<T> a;
   a.scores = scale(matmul(q, transpose(k)), alpha.value_or(1.0 / std::sqrt(d_k)));
-  a.weights = softmax(a.scores, -1);
+  Var<T> logits = a.scores;
+  if (mask) {
+    a.mask = q.graph().constant("mask", xt::cast<T>(*mask));
+    a.masked = logits = apply_mask(a.scores, a.mask, -std::numeric_limits<double>::infinity());
+  }
+  a.weights = softmax(logits, -1);
   a.output = matmul(a.weights, v);
   return a;
+}
+
+}  // namespace
+
+template <class T>
+AttentionNodes<T> attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
+  return build_attention(q, k, v, alpha, nullptr);
+}
+
+template <class T>
+AttentionNodes<T> masked_attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v,
+                                         const xt::xarray<bool>& mask, std::optional<double> alpha) {
+  return build_attention(q, k, v, alpha, &mask);
+}
+
+xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k) {
+  xt::xarray<bool> m = xt::xarray<bool>::from_shape({t_q, t_k});
+  const long offset = static_cast<long>(t_k) - static_cast<long>(t_q);
+  for (std::size_t i = 0; i < t_q; ++i) {
+    for (std::size_t j = 0; j < t_k; ++j) m(i, j) = static_cast<long>(j) <= static_cast<long>(i) + offset;
+  }
+  return m;
+}
+
+xt::xarray<bool> padding_mask(const std::vector<std::size_t>& lengths, std::size_t t_q, std::size_t t_k, bool head_axis) {
+  Shape shape{lengths.size()};
+  if (head_axis) shape.push_back(1);
+  shape.push_back(t_q);
+  shape.push_back(t_k);
+  xt::xarray<bool> m = xt::xarray<bool>::from_shape(shape);
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    if (lengths[b] > t_k) {
+      throw error("padding_mask: sequence " + std::to_string(b) + " has length " + std::to_string(lengths[b]) +
+                  ", more than T_k = " + std::to_string(t_k));
+    }
+    for (std::size_t i = 0; i < t_q; ++i) {
+      for (std::size_t j = 0; j < t_k; ++j) m.data()[(b * t_q + i) * t_k + j] = j < lengths[b];
+    }
+  }
+  return m;
 }
 
 template AttentionNodes<float> attention_nodes(const Var<float>&, const Var<float>&, const Var<float>&,
                                                std::optional<double>);
 template AttentionNodes<double> attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&,
                                                 std::optional<double>);
+template AttentionNodes<float> masked_attention_nodes(const Var<float>&, const Var<float>&, const Var<float>&,
+                                                      const xt::xarray<bool>&, std::optional<double>);
+template AttentionNodes<double> masked_attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&,
+                                                       const xt::xarray<bool>&, std::optional<double>);
 
 }  // namespace xgrad

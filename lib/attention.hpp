@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include <xgrad/graph/graph.hpp>
 
@@ -24,8 +25,10 @@ namespace xgrad {
 template <class T>
 struct AttentionNodes {
   Var<T> scores;   // (B..., T_q, T_k), already scaled
-  Var<T> weights;  // (B..., T_q, T_k), rows sum to 1
+  Var<T> weights;  // (B..., T_q, T_k), rows sum to 1 (0 for a row with every key masked)
   Var<T> output;   // (B..., T_q, d_v)
+  Var<T> mask;     // masked attention only: the mask as a constant of 1 (allowed) and 0
+  Var<T> masked;   // masked attention only: the scores with -inf where the mask forbids
 };
 
 template <class T>
@@ -41,5 +44,32 @@ template <class T>
 Var<T> attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale) {
   return attention_nodes(q, k, v, scale).output;
 }
+
+// Masked attention: out = softmax(scale * q k^T + M) v, M = 0 where mask is true (the query
+// may attend to the key) and -inf where it is false. The mask has shape (T_q, T_k), or any
+// shape that broadcasts to the scores (B..., T_q, T_k) by numpy's rules; it becomes a constant
+// node "mask" and an apply_mask node fills the forbidden scores with -inf before softmax (never
+// a finite sentinel). A query row with no allowed key is defined: its weights and output row
+// are 0 and every gradient through it is exactly 0. No NaN appears for finite inputs. Throws
+// xgrad::error as attention does, and naming both shapes if the mask does not broadcast.
+template <class T>
+AttentionNodes<T> masked_attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v,
+                                         const xt::xarray<bool>& mask, std::optional<double> scale = std::nullopt);
+
+template <class T>
+Var<T> masked_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, const xt::xarray<bool>& mask) {
+  return masked_attention_nodes(q, k, v, mask).output;
+}
+
+// (T_q, T_k): query i may attend to key j when j <= i + T_k - T_q, i.e. to itself and the past
+// when T_q = T_k, with the queries aligned to the last keys otherwise (so the first rows of a
+// T_q > T_k mask allow no key).
+xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k);
+
+// (B, T_q, T_k), or (B, 1, T_q, T_k) with head_axis for (B, H, T_q, T_k) scores: in sequence b
+// every query may attend to the keys j < lengths[b], the rest being padding. Throws xgrad::error
+// if a length exceeds T_k.
+xt::xarray<bool> padding_mask(const std::vector<std::size_t>& lengths, std::size_t t_q, std::size_t t_k,
+                              bool head_axis = false);
 
 }  // namespace xgrad

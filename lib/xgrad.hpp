@@ -13,6 +13,7 @@
 #include <xgrad/lib/saturation.hpp>
 #include <xgrad/lib/gradcheck.hpp>
 #include <xgrad/ops/add.hpp>
+#include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mul.hpp>

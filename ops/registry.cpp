@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <xgrad/ops/add.hpp>
+#include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mul.hpp>
@@ -24,6 +25,7 @@ struct Entry {
 // Every op, by the name its name() returns. An op added to ops/ is added here.
 const Entry registry[] = {
     {"add", make_add_op},
+    {"apply_mask", make_apply_mask_op},
     {"broadcast_to", make_broadcast_to_op},
     {"matmul", make_matmul_op},
     {"mul", make_mul_op},

@@ -1,4 +1,4 @@
-// forward: y = exp(x - max(x)) / sum(exp(x - max(x)))     along axis, same shape
+// forward: y = exp(x - max(x)) / sum(exp(x - max(x)))     along axis, same shape; 0 if all x = -inf
 // VJP:     grad_x = softmax_vjp(y, grad_out) = y * (grad_out - sum(grad_out * y))
 // saves:   its output y (the VJP reads y, never x).
 #include <xgrad/ops/softmax.hpp>
@@ -21,7 +21,15 @@ constexpr const char* key_axis = "axis";
 template <class T>
 void softmax_row(const T* x, T* y, std::size_t n, std::size_t stride) {
   T max = -std::numeric_limits<T>::infinity();
-  for (std::size_t i = 0; i < n; ++i) max = std::max(max, x[i * stride]);
+  bool nan = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    max = std::max(max, x[i * stride]);
+    nan = nan || std::isnan(x[i * stride]);
+  }
+  if (max == -std::numeric_limits<T>::infinity() && !nan) {  // every key masked: a row of zeros
+    for (std::size_t i = 0; i < n; ++i) y[i * stride] = 0;
+    return;
+  }
   T sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const T e = std::exp(x[i * stride] - max);

@@ -8,8 +8,9 @@ namespace xgrad {
 
 // y = exp(x - max) / sum(exp(x - max)) along `axis` (default -1, the last), any rank >= 1.
 // Stable: each row's maximum is subtracted before exp, so finite rows of any magnitude give
-// finite weights summing to 1. A row holding NaN or +inf gives NaN (as jax.nn.softmax); a row
-// of all -inf gives NaN (an undefined normalisation: masks must keep one allowed key).
+// finite weights summing to 1. A row holding NaN or +inf gives NaN (as jax.nn.softmax). A row
+// of only -inf, one whose every key is masked, is defined as a row of zeros (the normalisation
+// would be 0/0); its gradient, through softmax_vjp, is then exactly 0 too.
 // Throws xgrad::error if the axis is out of range or has length 0.
 template <class T>
 Var<T> softmax(const Var<T>& x, long axis = -1);

@@ -143,6 +143,7 @@ std::vector<Row> rows() {
       {"O09", "mul", "shapes differ", Kind::error, [] { Fixture x; mul(x.q, x.k); }, {"mul (node", "a is (2, 3)", "b is (4, 3)"}},
       {"O10", "sum_to", "the target does not broadcast to x", Kind::error, [] { Fixture x; sum_to(x.q, {2}); }, {"sum_to (node", "x (2, 3)", "(2,)"}},
       {"O11", "broadcast_to", "x does not broadcast to the target", Kind::error, [] { Fixture x; broadcast_to(x.q, {3, 3}); }, {"broadcast_to (node", "x (2, 3)", "(3, 3)"}},
+      {"O12", "apply_mask", "the mask does not broadcast to x", Kind::error, [] { Fixture x; apply_mask(x.q, x.k, 0.0); }, {"apply_mask (node", "mask (4, 3)", "x (2, 3)"}},
       // attention.
       {"A01", "attention", "rank < 2", Kind::error, [] { Fixture x; attention(x.flat, x.k, x.v); }, {"rank >= 2", "q (node 3) is (3,)"}},
       {"A02", "attention", "batch axes differ", Kind::error, [] { Fixture x; auto qb = x.g.input("qb", z({2, 2, 3})); attention(qb, x.k, x.v); }, {"batch axes differ", "(2, 2, 3)", "(4, 3)"}},
@@ -152,6 +153,8 @@ std::vector<Row> rows() {
       {"A06", "attention", "d_k = 0", Kind::error, [] { Fixture x; auto q0 = x.g.input("q0", z({2, 0})); auto k0 = x.g.input("kd0", z({4, 0})); attention(q0, k0, x.v); }, {"d_k = 0", "(2, 0)", "(4, 0)"}},
       {"A07", "attention", "q, k, v of different graphs", Kind::error, [] { Fixture x; attention(x.q, x.alien, x.v); }, {"k (node 0) belongs to another graph"}},
       {"A08", "attention", "a scale that is not finite", Kind::error, [] { Fixture x; attention(x.q, x.k, x.v, std::nan("")); }, {"attention: the scale must be finite, got nan"}},
+      {"A09", "attention", "a mask that does not broadcast to the scores", Kind::error, [] { Fixture x; masked_attention(x.q, x.k, x.v, causal_mask(4, 2)); }, {"the mask (4, 2) does not broadcast to the scores (2, 4)"}},
+      {"A10", "attention", "a padding length beyond T_k", Kind::error, [] { padding_mask({2, 7}, 3, 5); }, {"sequence 1 has length 7, more than T_k = 5"}},
       // Diagnostics and the sweep.
       {"S01", "diagnostics", "a threshold outside (0, 1]", Kind::error, [] { Fixture x; softmax_diagnostics(x.g, 0.0); }, {"the threshold must be in (0, 1], got 0"}},
       {"S02", "sweep", "a d_k of 0", Kind::error, [] { SweepOptions o; o.d_k = {4, 0}; saturation_sweep(o); }, {"saturation_sweep: d_k = 0"}},

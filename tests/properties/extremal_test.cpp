@@ -3,6 +3,7 @@
 // bit-identical (with one OpenBLAS thread, as ctest runs them).
 #include "../check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,7 +17,8 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-// softmax(q k^T / sqrt(d_k)) v in plain float64 loops, rows stable as in the spec.
+// softmax(q k^T / sqrt(d_k)) v in plain float64 loops, rows stable as in the spec; a row of only
+// -inf scores gives weights of 0, as xgrad defines it.
 xt::xarray<double> reference_attention(const xt::xarray<double>& q, const xt::xarray<double>& k,
                                        const xt::xarray<double>& v) {
   const std::size_t tq = q.shape()[0], tk = k.shape()[0], dk = q.shape()[1], dv = v.shape()[1];
@@ -29,6 +31,7 @@ xt::xarray<double> reference_attention(const xt::xarray<double>& q, const xt::xa
       s[j] /= std::sqrt(static_cast<double>(dk));
       m = std::max(m, s[j]);
     }
+    if (m == -inf && std::none_of(s.begin(), s.end(), [](double x) { return std::isnan(x); })) continue;  // zeros
     for (auto& x : s) sum += (x = std::exp(x - m));
     for (std::size_t j = 0; j < tk; ++j) {
       for (std::size_t c = 0; c < dv; ++c) out(i, c) += s[j] / sum * v(j, c);

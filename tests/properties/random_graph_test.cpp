@@ -5,6 +5,8 @@
 //  - export -> import -> replay -> export is string- and bit-identical.
 #include "../check.hpp"
 
+#include <xtensor/xadapt.hpp>
+
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -154,10 +156,11 @@ class RandomGraph {
 
   Graph<double>& graph() { return m_g; }
   const std::vector<Ref>& refs() const { return m_refs; }
+  // The inputs, which gradcheck perturbs (masks are constants: a 0/1 step has no derivative).
   std::vector<Var<double>> leaves() {
     std::vector<Var<double>> out;
     for (std::size_t i = 0; i < m_g.size(); ++i) {
-      if (m_g.node(i).is_leaf()) out.push_back(m_g.var(i));
+      if (m_g.node(i).role == Role::input) out.push_back(m_g.var(i));
     }
     return out;
   }
@@ -199,7 +202,7 @@ class RandomGraph {
     const Shape s(x.value().shape().begin(), x.value().shape().end());
     const Ref rx = m_refs[x.id()];  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    std::size_t op = pick(0, 8);
+    std::size_t op = pick(0, 9);
     if (r < 2 && op < 2) op = 2;  // matmul and transpose need rank >= 2
     switch (op) {
       case 0: {  // matmul, with random transpose flags
@@ -245,6 +248,19 @@ class RandomGraph {
           if (pick(0, 1)) d = 1;
         }
         return add_ref(sum_to(x, to), ref_sum_to(rx, to));
+      }
+      case 9: {  // a 0/1 mask over the last axes, a finite fill
+        const Shape ms(s.begin() + static_cast<long>(pick(0, r - 1)), s.end());
+        Ref mask{ms, std::vector<double>(count(ms))};
+        for (auto& m : mask.data) m = static_cast<double>(pick(0, 1));
+        const Var<double> mv = m_g.constant("mask" + std::to_string(m_g.size()), xt::adapt(mask.data, ms));
+        m_refs.push_back(mask);
+        const double fill = pick(0, 1) ? -3.0 : 0.0;
+        Ref y = rx;
+        for (std::size_t f = 0; f < y.data.size(); ++f) {
+          if (mask.data[broadcast_source(f, s, ms)] == 0) y.data[f] = fill;
+        }
+        return add_ref(apply_mask(x, mv, fill), y);
       }
       default: {  // broadcast a size-1 axis or a new leading axis
         Shape to = s;

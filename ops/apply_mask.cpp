@@ -1,0 +1,75 @@
+// forward: y = x where mask != 0, else fill          x (...), mask broadcast to x's shape
+// VJP:     grad_x = apply_mask(grad_out, mask, 0)     (forbidden entries get exactly 0)
+//          grad_mask = 0                               (y is piecewise constant in the mask)
+// saves:   fill.
+#include <xgrad/ops/apply_mask.hpp>
+
+#include <xtensor/xbroadcast.hpp>
+#include <xtensor/xbuilder.hpp>
+
+#include <xgrad/ops/common.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_fill = "fill";
+
+class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
+ public:
+  explicit ApplyMaskOp(double fill) : m_fill(fill) {}
+
+  std::string name() const override { return "apply_mask"; }
+  std::size_t arity() const override { return 2; }
+  Json attrs() const override { return {{key_fill, m_fill}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    if (!detail::broadcastable(x[1], x[0])) {
+      throw error("the mask " + shape_str(x[1]) + " does not broadcast to x " + shape_str(x[0]));
+    }
+    return x[0];
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const xt::xarray<T>& a = *x[0];
+    const T fill = static_cast<T>(m_fill);
+    if (shapes_equal(x[1]->shape(), a.shape())) {
+      const T* m = x[1]->data();
+      for (std::size_t i = 0, n = a.size(); i < n; ++i) y.data()[i] = m[i] != 0 ? a.data()[i] : fill;
+      return;
+    }
+    const xt::xarray<T> m = xt::broadcast(*x[1], a.shape());
+    for (std::size_t i = 0, n = a.size(); i < n; ++i) y.data()[i] = m.data()[i] != 0 ? a.data()[i] : fill;
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const Var<T>& mask = v.x[1];
+    Var<T> grad_x, grad_mask;
+    if (v.wanted[0]) grad_x = apply_mask(v.grad_out, mask, 0.0);
+    if (v.wanted[1]) grad_mask = mask.graph().constant("zeros", xt::zeros<T>(mask.value().shape()));
+    return {grad_x, grad_mask};
+  }
+
+ private:
+  double m_fill;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> apply_mask(const Var<T>& x, const Var<T>& mask, double fill) {
+  return x.graph().apply(std::make_shared<ApplyMaskOp>(fill), {x, mask});
+}
+
+std::shared_ptr<const Op> make_apply_mask_op(const JsonCursor& attrs) {
+  attrs.check_object({key_fill});
+  return std::make_shared<ApplyMaskOp>(attrs[key_fill].number());
+}
+
+template Var<float> apply_mask(const Var<float>&, const Var<float>&, double);
+template Var<double> apply_mask(const Var<double>&, const Var<double>&, double);
+
+}  // namespace xgrad
