@@ -162,6 +162,10 @@ std::vector<Row> rows() {
       {"T19", "xgrad", "inspect of a graph without stored inputs", Kind::error, [] { Graph<double> g; g.input("x", {{1.0}}); std::ofstream(at("none.json")) << to_json(g, ExportValues::none).dump(); run_cli(tool::inspect_command, {at("none.json")}); }, {"none.json: node 0 ('x') has no stored value"}},
       {"T20", "xgrad", "a --threshold outside (0, 1]", Kind::usage, [] { run_cli(tool::inspect_command, {"g.json", "--threshold", "0"}); }, {"--threshold must be a number in (0, 1], not '0'"}},
       {"T21", "xgrad", "a sweep size that is not a positive integer", Kind::usage, [] { run_cli(tool::saturation_command, {"--dk", "16,0"}); }, {"--dk needs an integer from 1 to 65536, not '0'"}},
+      // Optimizers.
+      {"P01", "optim", "a parameter that is not a parameter leaf", Kind::error, [] { Fixture x; Sgd<double>({x.q}, 0.1); }, {"Sgd: params[0] is not a parameter (node 0, input)"}},
+      {"P02", "optim", "hyperparameters out of range", Kind::error, [] { Graph<double> g; Adam<double>({g.parameter("w", z({2}))}, 0.1, 0.9, 1.5); }, {"Adam: needs lr > 0, 0 <= beta1, beta2 < 1 and eps > 0", "beta2 1.5"}},
+      {"P03", "optim", "gradients that do not match the parameters", Kind::error, [] { Graph<double> g; const auto w = g.parameter("w", z({2, 3})); Sgd<double> s({w}, 0.1); s.step({g.constant("c", z({3, 2}))}); }, {"Sgd::step: the gradient of params[0] (2, 3) is (3, 2)"}},
       // gradcheck.
       {"C01", "gradcheck", "an x that is not a leaf", Kind::error, [] { Fixture x; auto s = scale(x.q, 2.0); gradcheck(s, {s}); }, {"x[0] (node", "is a scale node", "leaves"}},
       {"C02", "gradcheck", "no inputs", Kind::error, [] { Fixture x; gradcheck(x.q, {}); }, {"no inputs"}},

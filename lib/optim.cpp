@@ -1,0 +1,134 @@
+#include <xgrad/lib/optim.hpp>
+
+#include <cmath>
+#include <random>
+
+#include <xtensor/xbuilder.hpp>
+
+namespace xgrad {
+
+namespace {
+
+template <class T>
+void check_params(const std::vector<Var<T>>& params, const char* who) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].valid() || params[i].node().role != Role::parameter) {
+      throw error(std::string(who) + ": params[" + std::to_string(i) + "] is not a parameter" +
+                  (params[i].valid() ? " (node " + std::to_string(params[i].id()) + ", " + params[i].node().op_name() + ")" : "") +
+                  "; make trainable leaves with Graph::parameter");
+    }
+  }
+}
+
+template <class T>
+void check_grads(const std::vector<Var<T>>& params, const std::vector<Var<T>>& grads, const char* who) {
+  if (grads.size() != params.size()) {
+    throw error(std::string(who) + ": " + std::to_string(grads.size()) + " gradients for " +
+                std::to_string(params.size()) + " parameters");
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (!grads[i].valid() || !shapes_equal(grads[i].value().shape(), params[i].value().shape())) {
+      throw error(std::string(who) + ": the gradient of params[" + std::to_string(i) + "] " +
+                  shape_str(params[i].value().shape()) + " is " +
+                  (grads[i].valid() ? shape_str(grads[i].value().shape()) : std::string("an empty Var")));
+    }
+  }
+}
+
+std::pair<std::size_t, std::size_t> fans(const Shape& shape) {
+  if (shape.empty()) return {1, 1};
+  if (shape.size() == 1) return {shape[0], shape[0]};
+  return {shape[shape.size() - 2], shape.back()};
+}
+
+}  // namespace
+
+template <class T>
+Sgd<T>::Sgd(std::vector<Var<T>> params, double lr, double momentum)
+    : m_params(std::move(params)), m_lr(lr), m_momentum(momentum) {
+  check_params(m_params, "Sgd");
+  if (!(lr > 0) || !(momentum >= 0 && momentum < 1)) {
+    throw error("Sgd: needs lr > 0 and 0 <= momentum < 1, got lr " + number_str(lr) + ", momentum " + number_str(momentum));
+  }
+  for (const auto& p : m_params) m_velocity.push_back(xt::zeros<T>(p.value().shape()));
+}
+
+template <class T>
+void Sgd<T>::step(const std::vector<Var<T>>& grads) {
+  check_grads(m_params, grads, "Sgd::step");
+  for (std::size_t i = 0; i < m_params.size(); ++i) {
+    xt::xarray<T>& vel = m_velocity[i];
+    xt::xarray<T> p = m_params[i].value();
+    const T* g = grads[i].value().data();
+    for (std::size_t j = 0; j < p.size(); ++j) {
+      vel.data()[j] = static_cast<T>(m_momentum) * vel.data()[j] + g[j];
+      p.data()[j] -= static_cast<T>(m_lr) * vel.data()[j];
+    }
+    m_params[i].graph().set_value(m_params[i], std::move(p));
+  }
+}
+
+template <class T>
+Adam<T>::Adam(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps)
+    : m_params(std::move(params)), m_lr(lr), m_beta1(beta1), m_beta2(beta2), m_eps(eps) {
+  check_params(m_params, "Adam");
+  if (!(lr > 0) || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps > 0)) {
+    throw error("Adam: needs lr > 0, 0 <= beta1, beta2 < 1 and eps > 0, got lr " + number_str(lr) + ", beta1 " +
+                number_str(beta1) + ", beta2 " + number_str(beta2) + ", eps " + number_str(eps));
+  }
+  for (const auto& p : m_params) {
+    m_m.push_back(xt::zeros<T>(p.value().shape()));
+    m_v.push_back(xt::zeros<T>(p.value().shape()));
+  }
+}
+
+template <class T>
+void Adam<T>::step(const std::vector<Var<T>>& grads) {
+  check_grads(m_params, grads, "Adam::step");
+  ++m_t;
+  const double c1 = 1 - std::pow(m_beta1, static_cast<double>(m_t)), c2 = 1 - std::pow(m_beta2, static_cast<double>(m_t));
+  for (std::size_t i = 0; i < m_params.size(); ++i) {
+    xt::xarray<T> p = m_params[i].value();
+    const T* g = grads[i].value().data();
+    for (std::size_t j = 0; j < p.size(); ++j) {
+      T& m = m_m[i].data()[j];
+      T& v = m_v[i].data()[j];
+      m = static_cast<T>(m_beta1 * m + (1 - m_beta1) * g[j]);
+      v = static_cast<T>(m_beta2 * v + (1 - m_beta2) * g[j] * g[j]);
+      p.data()[j] -= static_cast<T>(m_lr * (m / c1) / (std::sqrt(v / c2) + m_eps));
+    }
+    m_params[i].graph().set_value(m_params[i], std::move(p));
+  }
+}
+
+template <class T>
+xt::xarray<T> glorot_uniform(const Shape& shape, std::uint64_t seed) {
+  const auto [fan_in, fan_out] = fans(shape);
+  const double a = std::sqrt(6.0 / static_cast<double>(std::max<std::size_t>(fan_in + fan_out, 1)));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(-a, a);
+  xt::xarray<T> w = xt::xarray<T>::from_shape(shape);
+  for (auto& x : w) x = static_cast<T>(uniform(rng));
+  return w;
+}
+
+template <class T>
+xt::xarray<T> he_normal(const Shape& shape, std::uint64_t seed) {
+  const double sd = std::sqrt(2.0 / static_cast<double>(std::max<std::size_t>(fans(shape).first, 1)));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, sd);
+  xt::xarray<T> w = xt::xarray<T>::from_shape(shape);
+  for (auto& x : w) x = static_cast<T>(normal(rng));
+  return w;
+}
+
+template class Sgd<float>;
+template class Sgd<double>;
+template class Adam<float>;
+template class Adam<double>;
+template xt::xarray<float> glorot_uniform(const Shape&, std::uint64_t);
+template xt::xarray<double> glorot_uniform(const Shape&, std::uint64_t);
+template xt::xarray<float> he_normal(const Shape&, std::uint64_t);
+template xt::xarray<double> he_normal(const Shape&, std::uint64_t);
+
+}  // namespace xgrad
