@@ -18,7 +18,9 @@
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/registry.hpp>
+#include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>

@@ -7,6 +7,8 @@
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/permute.hpp>
+#include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
@@ -29,6 +31,8 @@ const Entry registry[] = {
     {"broadcast_to", make_broadcast_to_op},
     {"matmul", make_matmul_op},
     {"mul", make_mul_op},
+    {"permute", make_permute_op},
+    {"reshape", make_reshape_op},
     {"scale", make_scale_op},
     {"softmax", make_softmax_op},
     {"softmax_vjp", make_softmax_vjp_op},

@@ -144,6 +144,8 @@ std::vector<Row> rows() {
       {"O10", "sum_to", "the target does not broadcast to x", Kind::error, [] { Fixture x; sum_to(x.q, {2}); }, {"sum_to (node", "x (2, 3)", "(2,)"}},
       {"O11", "broadcast_to", "x does not broadcast to the target", Kind::error, [] { Fixture x; broadcast_to(x.q, {3, 3}); }, {"broadcast_to (node", "x (2, 3)", "(3, 3)"}},
       {"O12", "apply_mask", "the mask does not broadcast to x", Kind::error, [] { Fixture x; apply_mask(x.q, x.k, 0.0); }, {"apply_mask (node", "mask (4, 3)", "x (2, 3)"}},
+      {"O13", "reshape", "another element count", Kind::error, [] { Fixture x; reshape(x.q, {4, 2}); }, {"reshape (node", "x (2, 3) has 6 elements", "(4, 2) holds 8"}},
+      {"O14", "permute", "axes that are not a permutation", Kind::error, [] { Fixture x; permute(x.q, {1, 1}); }, {"permute (node", "axes [1, 1] are not a permutation", "(2, 3)"}},
       // attention.
       {"A01", "attention", "rank < 2", Kind::error, [] { Fixture x; attention(x.flat, x.k, x.v); }, {"rank >= 2", "q (node 3) is (3,)"}},
       {"A02", "attention", "batch axes differ", Kind::error, [] { Fixture x; auto qb = x.g.input("qb", z({2, 2, 3})); attention(qb, x.k, x.v); }, {"batch axes differ", "(2, 2, 3)", "(4, 3)"}},

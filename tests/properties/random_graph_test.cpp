@@ -7,6 +7,7 @@
 
 #include <xtensor/xadapt.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -202,7 +203,7 @@ class RandomGraph {
     const Shape s(x.value().shape().begin(), x.value().shape().end());
     const Ref rx = m_refs[x.id()];  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    std::size_t op = pick(0, 9);
+    std::size_t op = pick(0, 11);
     if (r < 2 && op < 2) op = 2;  // matmul and transpose need rank >= 2
     switch (op) {
       case 0: {  // matmul, with random transpose flags
@@ -261,6 +262,31 @@ class RandomGraph {
           if (mask.data[broadcast_source(f, s, ms)] == 0) y.data[f] = fill;
         }
         return add_ref(apply_mask(x, mv, fill), y);
+      }
+      case 10: {  // reshape: merge the last two axes, or add an axis of 1
+        Shape to = s;
+        if (r >= 2 && pick(0, 1)) {
+          to.pop_back();
+          to.back() *= s.back();
+        } else {
+          to.insert(to.begin() + static_cast<long>(pick(0, r)), 1);
+        }
+        return add_ref(reshape(x, to), Ref{to, rx.data});
+      }
+      case 11: {  // permute: a random order of the axes
+        std::vector<std::size_t> axes(r);
+        for (std::size_t i = 0; i < r; ++i) axes[i] = i;
+        std::shuffle(axes.begin(), axes.end(), m_rng);
+        Shape to;
+        for (auto a : axes) to.push_back(s[a]);
+        Ref y{to, std::vector<double>(rx.data.size())};
+        for (std::size_t f = 0; f < y.data.size(); ++f) {
+          const auto i = unravel(f, to);
+          std::vector<std::size_t> j(r);
+          for (std::size_t a = 0; a < r; ++a) j[axes[a]] = i[a];
+          y.data[f] = rx.data[ravel(j, s)];
+        }
+        return add_ref(permute(x, axes), y);
       }
       default: {  // broadcast a size-1 axis or a new leading axis
         Shape to = s;

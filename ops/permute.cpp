@@ -1,0 +1,92 @@
+// forward: y[i_0, ..., i_n] = x[j] with j[axes[a]] = i_a       shape[axes[a]] -> axis a
+// VJP:     grad_x = permute(grad_out, inverse(axes))
+// saves:   the axes.
+#include <xgrad/ops/permute.hpp>
+
+#include <xgrad/ops/common.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_axes = "axes";
+
+std::string axes_str(const std::vector<std::size_t>& axes) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < axes.size(); ++i) s += (i ? ", " : "") + std::to_string(axes[i]);
+  return s + "]";
+}
+
+class PermuteOp final : public OpFor<PermuteOp> {
+ public:
+  explicit PermuteOp(std::vector<std::size_t> axes) : m_axes(std::move(axes)) {}
+
+  std::string name() const override { return "permute"; }
+  std::size_t arity() const override { return 1; }
+  Json attrs() const override { return {{key_axes, m_axes}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    std::vector<bool> seen(x[0].size(), false);
+    bool ok = m_axes.size() == x[0].size();
+    for (std::size_t a : m_axes) {
+      ok = ok && a < seen.size() && !seen[a];
+      if (ok) seen[a] = true;
+    }
+    if (!ok) throw error("axes " + axes_str(m_axes) + " are not a permutation of the axes of x " + shape_str(x[0]));
+    Shape y;
+    for (std::size_t a : m_axes) y.push_back(x[0][a]);
+    return y;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const xt::xarray<T>& a = *x[0];
+    const std::size_t rank = m_axes.size();
+    // x's row-major strides, read in y's axis order.
+    std::vector<std::size_t> stride(rank, 1), in_stride(rank);
+    for (std::size_t i = rank; i-- > 1;) stride[i - 1] = stride[i] * a.shape()[i];
+    for (std::size_t i = 0; i < rank; ++i) in_stride[i] = stride[m_axes[i]];
+    std::vector<std::size_t> index(rank, 0);
+    std::size_t offset = 0;
+    for (std::size_t f = 0, n = y.size(); f < n; ++f) {
+      y.data()[f] = a.data()[offset];
+      for (std::size_t i = rank; i-- > 0;) {  // the next index of y, in row-major order
+        offset += in_stride[i];
+        if (++index[i] < y.shape()[i]) break;
+        offset -= in_stride[i] * index[i];
+        index[i] = 0;
+      }
+    }
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    std::vector<std::size_t> inverse(m_axes.size());
+    for (std::size_t i = 0; i < m_axes.size(); ++i) inverse[m_axes[i]] = i;
+    return {permute(v.grad_out, inverse)};
+  }
+
+ private:
+  std::vector<std::size_t> m_axes;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> permute(const Var<T>& x, const std::vector<std::size_t>& axes) {
+  return x.graph().apply(std::make_shared<PermuteOp>(axes), {x});
+}
+
+std::shared_ptr<const Op> make_permute_op(const JsonCursor& attrs) {
+  attrs.check_object({key_axes});
+  const JsonCursor list = attrs[key_axes];
+  std::vector<std::size_t> axes;
+  for (std::size_t i = 0, n = list.array_size(); i < n; ++i) axes.push_back(list[i].index());
+  return std::make_shared<PermuteOp>(axes);
+}
+
+template Var<float> permute(const Var<float>&, const std::vector<std::size_t>&);
+template Var<double> permute(const Var<double>&, const std::vector<std::size_t>&);
+
+}  // namespace xgrad

@@ -1,0 +1,69 @@
+// forward: y = x in `shape`, row-major order kept        x.shape -> shape (same count)
+// VJP:     grad_x = reshape(grad_out, x.shape)
+// saves:   the target shape.
+#include <xgrad/ops/reshape.hpp>
+
+#include <algorithm>
+
+#include <xgrad/ops/common.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_shape = "shape";
+
+std::size_t count(const Shape& s) {
+  std::size_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+class ReshapeOp final : public OpFor<ReshapeOp> {
+ public:
+  explicit ReshapeOp(Shape shape) : m_shape(std::move(shape)) {}
+
+  std::string name() const override { return "reshape"; }
+  std::size_t arity() const override { return 1; }
+  Json attrs() const override { return {{key_shape, m_shape}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    if (!bounded_size(m_shape) || count(m_shape) != count(x[0])) {
+      throw error("x " + shape_str(x[0]) + " has " + std::to_string(count(x[0])) + " elements, " + shape_str(m_shape) +
+                  " holds " + (bounded_size(m_shape) ? std::to_string(count(m_shape)) : std::string("too many")));
+    }
+    return m_shape;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    std::copy(x[0]->data(), x[0]->data() + x[0]->size(), y.data());
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const auto& s = v.x[0].value().shape();
+    return {reshape(v.grad_out, Shape(s.begin(), s.end()))};
+  }
+
+ private:
+  Shape m_shape;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> reshape(const Var<T>& x, const Shape& shape) {
+  return x.graph().apply(std::make_shared<ReshapeOp>(shape), {x});
+}
+
+std::shared_ptr<const Op> make_reshape_op(const JsonCursor& attrs) {
+  attrs.check_object({key_shape});
+  return std::make_shared<ReshapeOp>(attrs[key_shape].shape());
+}
+
+template Var<float> reshape(const Var<float>&, const Shape&);
+template Var<double> reshape(const Var<double>&, const Shape&);
+
+}  // namespace xgrad

@@ -1,0 +1,18 @@
+// reshape: the same elements in another shape.
+#pragma once
+
+#include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
+
+namespace xgrad {
+
+// y = x with `shape`, the elements in the same row-major order; the element counts must be
+// equal. Splitting d_model into (H, d_head) for attention heads is a reshape, then a permute.
+// Throws xgrad::error naming both shapes if the counts differ.
+template <class T>
+Var<T> reshape(const Var<T>& x, const Shape& shape);
+
+// The op from its exported attributes (ops/registry).
+std::shared_ptr<const Op> make_reshape_op(const JsonCursor& attrs);
+
+}  // namespace xgrad
