@@ -10,6 +10,7 @@
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
 #include <xgrad/lib/graph_io.hpp>
+#include <xgrad/lib/multi_head.hpp>
 #include <xgrad/lib/optim.hpp>
 #include <xgrad/lib/saturation.hpp>
 #include <xgrad/lib/gradcheck.hpp>

@@ -157,6 +157,9 @@ std::vector<Row> rows() {
       {"A08", "attention", "a scale that is not finite", Kind::error, [] { Fixture x; attention(x.q, x.k, x.v, std::nan("")); }, {"attention: the scale must be finite, got nan"}},
       {"A09", "attention", "a mask that does not broadcast to the scores", Kind::error, [] { Fixture x; masked_attention(x.q, x.k, x.v, causal_mask(4, 2)); }, {"the mask (4, 2) does not broadcast to the scores (2, 4)"}},
       {"A10", "attention", "a padding length beyond T_k", Kind::error, [] { padding_mask({2, 7}, 3, 5); }, {"sequence 1 has length 7, more than T_k = 5"}},
+      {"A11", "multi_head_attention", "x_q or x_kv not (B, T, d_model) alike", Kind::error, [] { Graph<double> g; const auto p = attention_params(g, 4, 1); multi_head_attention(g.input("a", z({3, 4})), g.input("b", z({2, 3, 4})), p, 2); }, {"x_q is (3, 4), x_kv is (2, 3, 4)"}},
+      {"A12", "multi_head_attention", "heads that do not divide d_model", Kind::error, [] { Graph<double> g; const auto p = attention_params(g, 4, 1); const auto x = g.input("x", z({1, 2, 4})); multi_head_attention(x, x, p, 3); }, {"3 heads do not divide d_model = 4"}},
+      {"A13", "multi_head_attention", "a projection of the wrong shape", Kind::error, [] { Graph<double> g; const auto p = attention_params(g, 2, 1); const auto x = g.input("x", z({1, 2, 4})); multi_head_attention(x, x, p, 2); }, {"w_q is (2, 2), expected (4, 4) for d_model = 4"}},
       // Diagnostics and the sweep.
       {"S01", "diagnostics", "a threshold outside (0, 1]", Kind::error, [] { Fixture x; softmax_diagnostics(x.g, 0.0); }, {"the threshold must be in (0, 1], got 0"}},
       {"S02", "sweep", "a d_k of 0", Kind::error, [] { SweepOptions o; o.d_k = {4, 0}; saturation_sweep(o); }, {"saturation_sweep: d_k = 0"}},

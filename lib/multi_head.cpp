@@ -1,0 +1,94 @@
+#include <xgrad/lib/multi_head.hpp>
+
+#include <xgrad/lib/attention.hpp>
+#include <xgrad/lib/optim.hpp>
+#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/matmul.hpp>
+#include <xgrad/ops/permute.hpp>
+#include <xgrad/ops/reshape.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// x (B, T, d) -> x W + b, through (B T, d) so that one GEMM does the whole batch.
+template <class T>
+Var<T> project(const Var<T>& x, const Var<T>& w, const Var<T>& b) {
+  const auto& s = x.value().shape();
+  const Shape flat{s[0] * s[1], s[2]};
+  const Var<T> y = matmul(reshape(x, flat), w);
+  return reshape(add(y, broadcast_to(b, flat)), Shape{s[0], s[1], s[2]});
+}
+
+// (B, T, d_model) -> (B, H, T, d_head)
+template <class T>
+Var<T> split_heads(const Var<T>& x, std::size_t heads) {
+  const auto& s = x.value().shape();
+  return permute(reshape(x, Shape{s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
+}
+
+template <class T>
+void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads) {
+  const auto shape = [](const Var<T>& v) { return Shape(v.value().shape().begin(), v.value().shape().end()); };
+  const Shape q = shape(x_q), kv = shape(x_kv);
+  if (q.size() != 3 || kv.size() != 3 || q[0] != kv[0] || q[2] != kv[2]) {
+    throw error("multi_head_attention: x_q and x_kv must be (B, T, d_model) with the same B and d_model: x_q is " +
+                shape_str(q) + ", x_kv is " + shape_str(kv));
+  }
+  const std::size_t d = q[2];
+  if (heads == 0 || d % heads != 0) {
+    throw error("multi_head_attention: " + std::to_string(heads) + " heads do not divide d_model = " + std::to_string(d));
+  }
+  const std::pair<const char*, const Var<T>*> all[] = {{"w_q", &p.w_q}, {"b_q", &p.b_q}, {"w_k", &p.w_k}, {"b_k", &p.b_k},
+                                                       {"w_v", &p.w_v}, {"b_v", &p.b_v}, {"w_o", &p.w_o}, {"b_o", &p.b_o}};
+  for (const auto& [name, v] : all) {
+    const Shape expected = name[0] == 'w' ? Shape{d, d} : Shape{d};
+    if (!v->valid() || shape(*v) != expected) {
+      throw error(std::string("multi_head_attention: ") + name + " is " + (v->valid() ? shape_str(shape(*v)) : "empty") +
+                  ", expected " + shape_str(expected) + " for d_model = " + std::to_string(d));
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint64_t seed, const std::string& prefix) {
+  const auto weight = [&](const char* name, std::uint64_t s) {
+    return g.parameter(prefix + "." + name, glorot_uniform<T>({d_model, d_model}, s));
+  };
+  const auto bias = [&](const char* name) { return g.parameter(prefix + "." + name, xt::zeros<T>({d_model})); };
+  AttentionParams<T> p;
+  p.w_q = weight("w_q", seed);
+  p.b_q = bias("b_q");
+  p.w_k = weight("w_k", seed + 1);
+  p.b_k = bias("b_k");
+  p.w_v = weight("w_v", seed + 2);
+  p.b_v = bias("b_v");
+  p.w_o = weight("w_o", seed + 3);
+  p.b_o = bias("b_o");
+  return p;
+}
+
+template <class T>
+Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
+                            const std::optional<xt::xarray<bool>>& mask) {
+  check_block(x_q, x_kv, p, heads);
+  const Var<T> q = split_heads(project(x_q, p.w_q, p.b_q), heads);
+  const Var<T> k = split_heads(project(x_kv, p.w_k, p.b_k), heads);
+  const Var<T> v = split_heads(project(x_kv, p.w_v, p.b_v), heads);
+  const Var<T> per_head = mask ? masked_attention(q, k, v, *mask) : attention(q, k, v);  // (B, H, T_q, d_head)
+  const auto& s = x_q.value().shape();
+  const Var<T> merged = reshape(permute(per_head, {0, 2, 1, 3}), Shape{s[0], s[1], s[2]});
+  return project(merged, p.w_o, p.b_o);
+}
+
+template AttentionParams<float> attention_params(Graph<float>&, std::size_t, std::uint64_t, const std::string&);
+template AttentionParams<double> attention_params(Graph<double>&, std::size_t, std::uint64_t, const std::string&);
+template Var<float> multi_head_attention(const Var<float>&, const Var<float>&, const AttentionParams<float>&, std::size_t,
+                                         const std::optional<xt::xarray<bool>>&);
+template Var<double> multi_head_attention(const Var<double>&, const Var<double>&, const AttentionParams<double>&,
+                                          std::size_t, const std::optional<xt::xarray<bool>>&);
+
+}  // namespace xgrad

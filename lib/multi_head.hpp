@@ -1,0 +1,37 @@
+// Multi-head attention, composed of graph nodes only (no hand-written backward).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <xgrad/graph/graph.hpp>
+
+namespace xgrad {
+
+// The projections of one attention block: W_q, W_k, W_v, W_o of shape (d_model, d_model) and
+// their biases of shape (d_model), as parameter leaves.
+template <class T>
+struct AttentionParams {
+  Var<T> w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o;
+};
+
+// Parameters "<prefix>.w_q", ... in g: Glorot-uniform weights from `seed` (one seed per matrix:
+// seed, seed + 1, ...), zero biases.
+template <class T>
+AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint64_t seed,
+                                    const std::string& prefix = "attn");
+
+// x_q (B, T_q, d_model), x_kv (B, T_k, d_model) -> (B, T_q, d_model):
+//   Q = x_q W_q + b_q, K = x_kv W_k + b_k, V = x_kv W_v + b_v, each split into `heads` heads of
+//   d_model / heads: (B, H, T, d_head) by reshape and permute; attention per head (masked when a
+//   mask is given: (T_q, T_k), or anything broadcasting to (B, H, T_q, T_k)); heads merged back;
+//   out = merged W_o + b_o. Built from matmul, add, broadcast_to, reshape, permute and the
+//   attention nodes, so grad() differentiates it like any graph.
+// Throws xgrad::error naming the shapes if x_q or x_kv is not (B, T, d_model) with one B and
+// d_model, heads does not divide d_model, or a parameter has the wrong shape.
+template <class T>
+Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& params,
+                            std::size_t heads, const std::optional<xt::xarray<bool>>& mask = std::nullopt);
+
+}  // namespace xgrad

@@ -1,0 +1,70 @@
+#include "../check.hpp"
+
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xview.hpp>
+
+using namespace xgrad;
+using xgrad::test::check_error;
+using xgrad::test::check_gradients;
+using xgrad::test::random_array;
+
+BOOST_AUTO_TEST_SUITE(multi_head)
+
+BOOST_AUTO_TEST_CASE(one_head_with_identity_projections_is_attention) {
+  Graph<double> g;
+  const auto x = g.input("x", random_array<double>({2, 3, 4}, 1));
+  AttentionParams<double> p = attention_params(g, 4, 7);
+  for (const Var<double>* w : {&p.w_q, &p.w_k, &p.w_v, &p.w_o}) g.set_value(*w, xt::eye<double>(4));
+  g.replay();
+  const auto out = multi_head_attention(x, x, p, 1);
+  BOOST_TEST(out.value() == attention(x, x, x).value(), boost::test_tools::tolerance(1e-14) << boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(heads_attend_separately) {
+  // Two heads with identity projections: head h sees only features [2h, 2h + 2).
+  Graph<double> g;
+  const auto x = g.input("x", random_array<double>({1, 3, 4}, 2));
+  AttentionParams<double> p = attention_params(g, 4, 8);
+  for (const Var<double>* w : {&p.w_q, &p.w_k, &p.w_v, &p.w_o}) g.set_value(*w, xt::eye<double>(4));
+  g.replay();
+  const auto out = multi_head_attention(x, x, p, 2);
+  for (std::size_t h = 0; h < 2; ++h) {
+    const auto part = g.input("part", xt::xarray<double>(xt::view(x.value(), xt::all(), xt::all(), xt::range(2 * h, 2 * h + 2))));
+    const auto expected = attention(part, part, part).value();
+    for (std::size_t t = 0; t < 3; ++t) {
+      for (std::size_t c = 0; c < 2; ++c) BOOST_TEST(out.value()(0, t, 2 * h + c) == expected(0, t, c), boost::test_tools::tolerance(1e-14));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_whole_block_matches_finite_differences) {
+  for (bool masked : {false, true}) {
+    Graph<double> g;
+    const auto x_q = g.input("x_q", random_array<double>({2, 3, 4}, 3));
+    const auto x_kv = g.input("x_kv", random_array<double>({2, 4, 4}, 4));
+    AttentionParams<double> p = attention_params(g, 4, 9);
+    for (const Var<double>* b : {&p.b_q, &p.b_k, &p.b_v, &p.b_o}) g.set_value(*b, random_array<double>({4}, b->id()));
+    g.replay();
+    const auto out = masked ? multi_head_attention(x_q, x_kv, p, 2, causal_mask(3, 4)) : multi_head_attention(x_q, x_kv, p, 2);
+    BOOST_TEST_CONTEXT((masked ? "causal" : "no mask")) {
+      check_gradients(out, {x_q, x_kv, p.w_q, p.b_q, p.w_k, p.b_k, p.w_v, p.b_v, p.w_o, p.b_o});
+    }
+    // It exports and replays like any graph.
+    grad(out, {x_q, p.w_q});
+    const std::string text = to_json(g, ExportValues::all).dump();
+    BOOST_TEST(to_json(*graph_from_json<double>(text), ExportValues::all).dump() == text);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
+  Graph<double> g;
+  const auto x = g.input("x", xt::zeros<double>({2, 3, 4}));
+  const auto flat = g.input("flat", xt::zeros<double>({3, 4}));
+  const auto p = attention_params(g, 4, 1);
+  const auto small = attention_params(g, 2, 1, "small");
+  check_error([&] { multi_head_attention(x, x, p, 3); }, {"3 heads do not divide d_model = 4"});
+  check_error([&] { multi_head_attention(flat, x, p, 2); }, {"x_q is (3, 4), x_kv is (2, 3, 4)"});
+  check_error([&] { multi_head_attention(x, x, small, 2); }, {"w_q is (2, 2), expected (4, 4)"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
