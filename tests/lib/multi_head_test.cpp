@@ -8,14 +8,23 @@ using xgrad::test::check_error;
 using xgrad::test::check_gradients;
 using xgrad::test::random_array;
 
+namespace {
+
+// Projections W = I and biases 0: the block reduces to attention of its inputs, head by head.
+AttentionParams<double> identity_params(Graph<double>& g, std::size_t d_model) {
+  AttentionParams<double> p = attention_params(g, d_model, 7);
+  for (const Var<double>* w : {&p.w_q, &p.w_k, &p.w_v, &p.w_o}) g.set_value(*w, xt::eye<double>(d_model));
+  return p;
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(multi_head)
 
 BOOST_AUTO_TEST_CASE(one_head_with_identity_projections_is_attention) {
   Graph<double> g;
   const auto x = g.input("x", random_array<double>({2, 3, 4}, 1));
-  AttentionParams<double> p = attention_params(g, 4, 7);
-  for (const Var<double>* w : {&p.w_q, &p.w_k, &p.w_v, &p.w_o}) g.set_value(*w, xt::eye<double>(4));
-  g.replay();
+  const AttentionParams<double> p = identity_params(g, 4);
   const auto out = multi_head_attention(x, x, p, 1);
   BOOST_TEST(out.value() == attention(x, x, x).value(), boost::test_tools::tolerance(1e-14) << boost::test_tools::per_element());
 }
@@ -24,9 +33,7 @@ BOOST_AUTO_TEST_CASE(heads_attend_separately) {
   // Two heads with identity projections: head h sees only features [2h, 2h + 2).
   Graph<double> g;
   const auto x = g.input("x", random_array<double>({1, 3, 4}, 2));
-  AttentionParams<double> p = attention_params(g, 4, 8);
-  for (const Var<double>* w : {&p.w_q, &p.w_k, &p.w_v, &p.w_o}) g.set_value(*w, xt::eye<double>(4));
-  g.replay();
+  const AttentionParams<double> p = identity_params(g, 4);
   const auto out = multi_head_attention(x, x, p, 2);
   for (std::size_t h = 0; h < 2; ++h) {
     const auto part = g.input("part", xt::xarray<double>(xt::view(x.value(), xt::all(), xt::all(), xt::range(2 * h, 2 * h + 2))));
