@@ -3,7 +3,6 @@
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/optim.hpp>
 #include <xgrad/ops/add.hpp>
-#include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/reshape.hpp>
@@ -18,7 +17,7 @@ Var<T> project(const Var<T>& x, const Var<T>& w, const Var<T>& b) {
   const auto& s = x.value().shape();
   const Shape flat{s[0] * s[1], s[2]};
   const Var<T> y = matmul(reshape(x, flat), w);
-  return reshape(add(y, broadcast_to(b, flat)), Shape{s[0], s[1], s[2]});
+  return reshape(add(y, b), Shape{s[0], s[1], s[2]});
 }
 
 // (B, T, d_model) -> (B, H, T, d_head)

@@ -1,4 +1,4 @@
-// add: elementwise sum of two arrays of one shape.
+// add: elementwise sum with broadcasting (bias, residual).
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
@@ -6,8 +6,10 @@
 
 namespace xgrad {
 
-// y = a + b, a and b of the same shape (no broadcasting; see broadcast_to). Used by grad() to
-// sum the gradient contributions of a node used more than once.
+// y = a + b elementwise, a and b broadcast together by numpy's rules: axes aligned on the right,
+// an axis of 1 or a missing leading axis stretches (a bias (d) over (B, T, d), a residual of one
+// shape). Used by grad() to sum the gradient contributions of a node used more than once.
+// Throws xgrad::error naming both shapes if they do not broadcast together.
 template <class T>
 Var<T> add(const Var<T>& a, const Var<T>& b);
 

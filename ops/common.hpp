@@ -1,8 +1,14 @@
 // Helpers shared by the op files: axis normalisation and the row layout of an axis.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+#include <xtensor/xreducer.hpp>
 
 #include <xgrad/graph/error.hpp>
 #include <xgrad/graph/op.hpp>
@@ -17,6 +23,17 @@ inline std::size_t normalize_axis(long axis, const Shape& shape) {
                 " input");
   }
   return static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+}
+
+// normalize_axis for an op that normalises along the axis (softmax, log_softmax): also throws
+// if the axis has length 0, naming the op.
+inline std::size_t nonempty_axis(long axis, const Shape& shape, const std::string& op) {
+  const std::size_t a = normalize_axis(axis, shape);
+  if (shape[a] == 0) {
+    throw error("axis " + std::to_string(axis) + " of x " + shape_str(shape) + " is empty: " + op +
+                " over no elements is undefined");
+  }
+  return a;
 }
 
 // A row-major array seen as `outer` blocks of `n` x `inner`: the rows along an axis are the
@@ -52,6 +69,122 @@ inline bool broadcastable(const Shape& from, const Shape& to) {
     if (from[i] != 1 && from[i] != to[lead + i]) return false;
   }
   return true;
+}
+
+// A reduction over some axes of x: the axes normalised and sorted, x's shape with them set to 1
+// (`kept`), the output shape (`kept`, or x's shape without them), and how many elements each
+// output element reduces.
+struct Reduction {
+  std::vector<std::size_t> axes;
+  Shape kept, out;
+  std::size_t count = 1;
+};
+
+// Throws xgrad::error naming the axes and x's shape if an axis is out of range or repeated.
+inline Reduction reduction(const std::vector<long>& axes, bool keepdims, const Shape& x) {
+  Reduction r;
+  r.kept = x;
+  for (long a : axes) {
+    const std::size_t i = normalize_axis(a, x);
+    for (std::size_t seen : r.axes) {
+      if (seen == i) throw error("axis " + std::to_string(a) + " is repeated in the axes of x " + shape_str(x));
+    }
+    r.axes.push_back(i);
+    r.kept[i] = 1;
+    r.count *= x[i];
+  }
+  std::sort(r.axes.begin(), r.axes.end());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (keepdims || std::find(r.axes.begin(), r.axes.end(), i) == r.axes.end()) r.out.push_back(r.kept[i]);
+  }
+  return r;
+}
+
+// y = factor * (x summed over the sorted `axes`), written in y's row-major order (dropping or
+// keeping the summed axes as 1 does not change that order).
+template <class T>
+void sum_axes(const xt::xarray<T>& x, const std::vector<std::size_t>& axes, T factor, xt::xarray<T>& y) {
+  if (axes.empty()) {
+    std::transform(x.begin(), x.end(), y.begin(), [factor](T e) { return e * factor; });
+    return;
+  }
+  if (x.size() == 0) {  // a sum of nothing is 0 (xtensor's reducer does not take empty input)
+    std::fill(y.begin(), y.end(), T(0) * factor);
+    return;
+  }
+  const xt::xarray<T> s = xt::sum(x, axes, xt::evaluation_strategy::immediate);
+  std::transform(s.begin(), s.end(), y.begin(), [factor](T e) { return e * factor; });
+}
+
+// Every axis of x, for sum(x) and mean(x).
+inline std::vector<long> all_axes(const Shape& x) {
+  std::vector<long> axes;
+  for (std::size_t i = 0; i < x.size(); ++i) axes.push_back(static_cast<long>(i));
+  return axes;
+}
+
+// The shape a and b broadcast to together by numpy's rules (axes aligned on the right, an axis
+// of 1 stretches), or nullopt if some pair of axes differs with neither being 1.
+inline std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  const Shape& big = a.size() >= b.size() ? a : b;
+  const Shape& small = a.size() >= b.size() ? b : a;
+  Shape out = big;
+  const std::size_t lead = big.size() - small.size();
+  for (std::size_t i = 0; i < small.size(); ++i) {
+    std::size_t& d = out[lead + i];
+    if (small[i] == d || small[i] == 1) continue;
+    if (d != 1) return std::nullopt;
+    d = small[i];
+  }
+  return out;
+}
+
+// broadcast_shapes(a, b), or an xgrad::error naming both shapes.
+inline Shape broadcast_or_throw(const Shape& a, const Shape& b) {
+  if (auto s = broadcast_shapes(a, b)) return *s;
+  throw error("a " + shape_str(a) + " and b " + shape_str(b) +
+              " do not broadcast together (aligned on the right, each pair of axes must be equal or one of them 1)");
+}
+
+// y = f(a, b) elementwise, a and b broadcast to y's shape (which broadcast_shapes gave). Walks y
+// in row-major order, contiguous along its last axis; no broadcast copy of a or b is made.
+template <class T, class F>
+void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray<T>& y, F f) {
+  const T* pa = a.data();
+  const T* pb = b.data();
+  T* py = y.data();
+  const std::size_t size = y.size();
+  if (shapes_equal(a.shape(), y.shape()) && shapes_equal(b.shape(), y.shape())) {
+    for (std::size_t i = 0; i < size; ++i) py[i] = f(pa[i], pb[i]);
+    return;
+  }
+  if (size == 0) return;
+  const std::size_t rank = y.dimension();
+  // The step in a (or b) for a step along each axis of y: 0 where the axis is broadcast.
+  auto steps = [rank](const auto& shape) {
+    std::vector<std::size_t> s(rank, 0);
+    std::size_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+      if (shape[i] != 1) s[rank - shape.size() + i] = stride;
+      stride *= shape[i];
+    }
+    return s;
+  };
+  const std::vector<std::size_t> sa = steps(a.shape()), sb = steps(b.shape());
+  const std::size_t n = y.shape()[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
+  std::vector<std::size_t> index(rank, 0);
+  std::size_t oa = 0, ob = 0;
+  for (std::size_t row = 0; row < size; row += n) {
+    for (std::size_t j = 0; j < n; ++j) py[row + j] = f(pa[oa + j * ia], pb[ob + j * ib]);
+    for (std::size_t axis = rank - 1; axis-- > 0;) {  // the next row: an odometer over axes < rank-1
+      oa += sa[axis];
+      ob += sb[axis];
+      if (++index[axis] < y.shape()[axis]) break;
+      oa -= sa[axis] * index[axis];
+      ob -= sb[axis] * index[axis];
+      index[axis] = 0;
+    }
+  }
 }
 
 }  // namespace xgrad::detail

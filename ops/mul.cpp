@@ -1,10 +1,11 @@
-// forward: y = a * b                      a, b, y of one shape
-// VJP:     grad_a = grad_out * b, grad_b = grad_out * a
+// forward: y = a * b                      a and b broadcast to y's shape (numpy's rules)
+// VJP:     grad_a = sum_to(grad_out * b, a.shape), grad_b = sum_to(grad_out * a, b.shape)
 // saves:   nothing beyond its inputs a and b.
 #include <xgrad/ops/mul.hpp>
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
+#include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {
 
@@ -16,26 +17,19 @@ class MulOp final : public OpFor<MulOp> {
   std::size_t arity() const override { return 2; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
-    if (x[0] != x[1]) {
-      throw error("shapes differ: a is " + shape_str(x[0]) + ", b is " + shape_str(x[1]) +
-                  " (mul does not broadcast; use broadcast_to)");
-    }
-    return x[0];
+    return detail::broadcast_or_throw(x[0], x[1]);
   }
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const T* a = x[0]->data();
-    const T* b = x[1]->data();
-    T* dst = y.data();
-    for (std::size_t i = 0, n = y.size(); i < n; ++i) dst[i] = a[i] * b[i];
+    detail::broadcast_binary(*x[0], *x[1], y, [](T a, T b) { return a * b; });
   }
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
     Var<T> grad_a, grad_b;
-    if (v.wanted[0]) grad_a = mul(v.grad_out, v.x[1]);
-    if (v.wanted[1]) grad_b = mul(v.grad_out, v.x[0]);
+    if (v.wanted[0]) grad_a = sum_to_shape_of(mul(v.grad_out, v.x[1]), v.x[0]);
+    if (v.wanted[1]) grad_b = sum_to_shape_of(mul(v.grad_out, v.x[0]), v.x[1]);
     return {grad_a, grad_b};
   }
 };

@@ -1,4 +1,4 @@
-// mul: elementwise product of two arrays of one shape.
+// mul: elementwise product with broadcasting.
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
@@ -6,7 +6,8 @@
 
 namespace xgrad {
 
-// y = a * b elementwise, a and b of the same shape (no broadcasting; see broadcast_to).
+// y = a * b elementwise, a and b broadcast together by numpy's rules (see add).
+// Throws xgrad::error naming both shapes if they do not broadcast together.
 template <class T>
 Var<T> mul(const Var<T>& a, const Var<T>& b);
 

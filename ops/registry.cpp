@@ -5,13 +5,17 @@
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
+#include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/permute.hpp>
+#include <xgrad/ops/relu.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
+#include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
 #include <xgrad/ops/transpose.hpp>
 
@@ -29,13 +33,17 @@ const Entry registry[] = {
     {"add", make_add_op},
     {"apply_mask", make_apply_mask_op},
     {"broadcast_to", make_broadcast_to_op},
+    {"log_softmax", make_log_softmax_op},
     {"matmul", make_matmul_op},
+    {"mean", make_mean_op},
     {"mul", make_mul_op},
     {"permute", make_permute_op},
+    {"relu", make_relu_op},
     {"reshape", make_reshape_op},
     {"scale", make_scale_op},
     {"softmax", make_softmax_op},
     {"softmax_vjp", make_softmax_vjp_op},
+    {"sum", make_sum_op},
     {"sum_to", make_sum_to_op},
     {"transpose", make_transpose_op},
 };

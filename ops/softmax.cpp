@@ -49,11 +49,7 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
   Json attrs() const override { return {{key_axis, m_axis}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
-    const std::size_t axis = detail::normalize_axis(m_axis, x[0]);
-    if (x[0][axis] == 0) {
-      throw error("axis " + std::to_string(m_axis) + " of x " + shape_str(x[0]) +
-                  " is empty: softmax over no elements is undefined");
-    }
+    detail::nonempty_axis(m_axis, x[0], "softmax");
     return x[0];
   }
 

@@ -3,10 +3,6 @@
 // saves:   the target shape.
 #include <xgrad/ops/sum_to.hpp>
 
-#include <algorithm>
-
-#include <xtensor/xreducer.hpp>
-
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
@@ -42,13 +38,7 @@ class SumToOp final : public OpFor<SumToOp> {
     for (std::size_t i = 0; i < a.dimension(); ++i) {
       if (i < lead || (m_shape[i - lead] == 1 && a.shape()[i] != 1)) axes.push_back(i);
     }
-    if (axes.empty()) {
-      std::copy(a.begin(), a.end(), y.begin());
-      return;
-    }
-    // Removing summed axes keeps the row-major order of the rest, the order of y's elements.
-    const xt::xarray<T> s = xt::sum(a, axes, xt::evaluation_strategy::immediate);
-    std::copy(s.begin(), s.end(), y.begin());
+    detail::sum_axes(a, axes, T(1), y);
   }
 
   template <class T>

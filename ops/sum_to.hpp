@@ -12,6 +12,15 @@ namespace xgrad {
 template <class T>
 Var<T> sum_to(const Var<T>& x, const Shape& shape);
 
+// The gradient g of a broadcast result, summed back to x's shape: g itself if the shapes agree
+// (no node), sum_to(g, x.shape) otherwise. The VJP of every broadcasting op ends with it.
+template <class T>
+Var<T> sum_to_shape_of(const Var<T>& g, const Var<T>& x) {
+  const auto& s = x.value().shape();
+  if (shapes_equal(g.value().shape(), s)) return g;
+  return sum_to(g, Shape(s.begin(), s.end()));
+}
+
 // The op from its exported attributes (ops/registry).
 std::shared_ptr<const Op> make_sum_to_op(const JsonCursor& attrs);
 

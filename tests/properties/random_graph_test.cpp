@@ -137,9 +137,46 @@ Ref ref_sum_to(const Ref& x, const Shape& to) {
   return y;
 }
 
+// a + b or a * b, b broadcast to a's shape.
 Ref ref_elementwise(const Ref& a, const Ref& b, bool multiply) {
   Ref y = a;
-  for (std::size_t f = 0; f < y.data.size(); ++f) y.data[f] = multiply ? a.data[f] * b.data[f] : a.data[f] + b.data[f];
+  for (std::size_t f = 0; f < y.data.size(); ++f) {
+    const double bv = b.data[broadcast_source(f, a.shape, b.shape)];
+    y.data[f] = multiply ? a.data[f] * bv : a.data[f] + bv;
+  }
+  return y;
+}
+
+// Sum (or mean) over the sorted axes, kept as 1 or dropped.
+Ref ref_reduce(const Ref& x, const std::vector<std::size_t>& axes, bool keepdims, bool average) {
+  Shape kept = x.shape;
+  std::size_t n = 1;
+  for (auto a : axes) {
+    n *= kept[a];
+    kept[a] = 1;
+  }
+  Ref y = ref_sum_to(x, kept);
+  if (average) {
+    for (auto& e : y.data) e /= static_cast<double>(n);
+  }
+  if (!keepdims) {
+    Shape out;
+    for (std::size_t i = 0; i < x.shape.size(); ++i) {
+      if (std::find(axes.begin(), axes.end(), i) == axes.end()) out.push_back(x.shape[i]);
+    }
+    y.shape = out;
+  }
+  return y;
+}
+
+Ref ref_log_softmax(const Ref& x, long axis) {
+  Ref y = x;
+  for_rows(x.shape, norm_axis(axis, x.shape.size()), [&](const std::vector<std::size_t>& row) {
+    double m = -INFINITY, s = 0;
+    for (auto f : row) m = std::max(m, x.data[f]);
+    for (auto f : row) s += std::exp(x.data[f] - m);
+    for (auto f : row) y.data[f] = x.data[f] - m - std::log(s);
+  });
   return y;
 }
 
@@ -203,8 +240,10 @@ class RandomGraph {
     const Shape s(x.value().shape().begin(), x.value().shape().end());
     const Ref rx = m_refs[x.id()];  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    std::size_t op = pick(0, 11);
+    std::size_t op = pick(0, 15);
     if (r < 2 && op < 2) op = 2;  // matmul and transpose need rank >= 2
+    // A scalar (from a full sum): no axis to normalise, sum to, or mask; broadcast it instead.
+    if (r == 0 && (op == 3 || op == 4 || op == 7 || op == 9 || op == 15)) op = 8;
     switch (op) {
       case 0: {  // matmul, with random transpose flags
         const bool ta = pick(0, 1), tb = pick(0, 1);
@@ -237,11 +276,17 @@ class RandomGraph {
         return add_ref(softmax_vjp(y, g, axis), ref_softmax_vjp(m_refs[y.id()], rg, axis));
       }
       case 5:
-      case 6: {
+      case 6: {  // add or mul with b of x's shape, or of a shape that broadcasts to it, either side
         const bool multiply = pick(0, 1);
-        const Var<double> b = node_or_leaf_like(s);
+        Shape bs(s.begin() + static_cast<long>(pick(0, 1) ? 0 : pick(0, r)), s.end());
+        for (auto& d : bs) {
+          if (pick(0, 2) == 0) d = 1;
+        }
+        const Var<double> b = node_or_leaf_like(bs);
         const Ref rb = m_refs[b.id()];
-        return add_ref(multiply ? mul(x, b) : add(x, b), ref_elementwise(rx, rb, multiply));
+        const bool swap = pick(0, 1);
+        const Var<double> y = multiply ? (swap ? mul(b, x) : mul(x, b)) : (swap ? add(b, x) : add(x, b));
+        return add_ref(y, ref_elementwise(rx, rb, multiply));
       }
       case 7: {  // sum over some axes, dropping some leading ones
         Shape to(s.begin() + static_cast<long>(pick(0, r - 1)), s.end());
@@ -287,6 +332,28 @@ class RandomGraph {
           y.data[f] = rx.data[ravel(j, s)];
         }
         return add_ref(permute(x, axes), y);
+      }
+      case 12:
+      case 13: {  // sum or mean over a random subset of the axes, in a random order and sign
+        std::vector<long> axes;
+        std::vector<std::size_t> sorted;
+        for (std::size_t a = 0; a < r; ++a) {
+          if (pick(0, 1)) continue;
+          axes.push_back(static_cast<long>(a) - (pick(0, 1) ? static_cast<long>(r) : 0));
+          sorted.push_back(a);
+        }
+        std::shuffle(axes.begin(), axes.end(), m_rng);
+        const bool keepdims = pick(0, 1), average = op == 13;
+        return add_ref(average ? mean(x, axes, keepdims) : sum(x, axes, keepdims), ref_reduce(rx, sorted, keepdims, average));
+      }
+      case 14: {
+        Ref y = rx;
+        for (auto& e : y.data) e = std::max(e, 0.0);
+        return add_ref(relu(x), y);
+      }
+      case 15: {
+        const long axis = static_cast<long>(pick(0, r - 1)) - (pick(0, 1) ? static_cast<long>(r) : 0);
+        return add_ref(log_softmax(x, axis), ref_log_softmax(rx, axis));
       }
       default: {  // broadcast a size-1 axis or a new leading axis
         Shape to = s;

@@ -1,0 +1,92 @@
+// forward: y = x - max(x) - log(sum(exp(x - max(x))))     along axis, same shape; -inf if all x = -inf
+// VJP:     grad_x = grad_out - softmax(x) * sum(grad_out)  (sum along axis, kept as 1 and broadcast)
+// saves:   nothing beyond its input x (the VJP recomputes softmax(x) as a node).
+#include <xgrad/ops/log_softmax.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/softmax.hpp>
+#include <xgrad/ops/sum.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_axis = "axis";
+
+// One row of n elements at stride `stride`: a max pass, a sum-of-exp pass, a subtract pass.
+template <class T>
+void log_softmax_row(const T* x, T* y, std::size_t n, std::size_t stride) {
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  T max = minus_inf;
+  bool nan = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    max = std::max(max, x[i * stride]);
+    nan = nan || std::isnan(x[i * stride]);
+  }
+  if (max == minus_inf && !nan) {  // every entry -inf: log of softmax's row of zeros
+    for (std::size_t i = 0; i < n; ++i) y[i * stride] = minus_inf;
+    return;
+  }
+  T sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += std::exp(x[i * stride] - max);
+  const T log_sum = std::log(sum);
+  for (std::size_t i = 0; i < n; ++i) y[i * stride] = (x[i * stride] - max) - log_sum;
+}
+
+class LogSoftmaxOp final : public OpFor<LogSoftmaxOp> {
+ public:
+  explicit LogSoftmaxOp(long axis) : m_axis(axis) {}
+
+  std::string name() const override { return "log_softmax"; }
+  std::size_t arity() const override { return 1; }
+  Json attrs() const override { return {{key_axis, m_axis}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    detail::nonempty_axis(m_axis, x[0], "log_softmax");
+    return x[0];
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const Shape shape(y.shape().begin(), y.shape().end());
+    const detail::Rows rows = detail::rows_along(shape, detail::normalize_axis(m_axis, shape));
+    const T* src = x[0]->data();
+    T* dst = y.data();
+    detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
+      log_softmax_row(src + offset, dst + offset, rows.n, stride);
+    });
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const Var<T> p = softmax(v.x[0], m_axis);
+    return {add(v.grad_out, scale(mul(p, sum(v.grad_out, {m_axis}, true)), -1.0))};
+  }
+
+ private:
+  long m_axis;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> log_softmax(const Var<T>& x, long axis) {
+  return x.graph().apply(std::make_shared<LogSoftmaxOp>(axis), {x});
+}
+
+std::shared_ptr<const Op> make_log_softmax_op(const JsonCursor& attrs) {
+  attrs.check_object({key_axis});
+  return std::make_shared<LogSoftmaxOp>(attrs[key_axis].integer());
+}
+
+template Var<float> log_softmax(const Var<float>&, long);
+template Var<double> log_softmax(const Var<double>&, long);
+
+}  // namespace xgrad

@@ -1,0 +1,71 @@
+// forward: y = (sum of x over axes) / n              n = the number of elements each y averages
+// VJP:     grad_x = broadcast_to(reshape(grad_out, kept), x.shape) / n
+// saves:   the axes and keepdims.
+#include <xgrad/ops/mean.hpp>
+
+#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/sum.hpp>
+
+namespace xgrad {
+
+namespace {
+
+class MeanOp final : public OpFor<MeanOp> {
+ public:
+  MeanOp(std::vector<long> axes, bool keepdims) : m_axes(std::move(axes)), m_keepdims(keepdims) {}
+
+  std::string name() const override { return "mean"; }
+  std::size_t arity() const override { return 1; }
+  Json attrs() const override { return detail::reduction_attrs(m_axes, m_keepdims); }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    return detail::reduction(m_axes, m_keepdims, x[0]).out;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const detail::Reduction r = reduction_of(*x[0]);
+    detail::sum_axes(*x[0], r.axes, T(1) / static_cast<T>(r.count), y);
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const detail::Reduction r = reduction_of(v.x[0].value());
+    const auto& s = v.x[0].value().shape();
+    return {scale(spread_back(v.grad_out, r.kept, Shape(s.begin(), s.end())), 1.0 / static_cast<double>(r.count))};
+  }
+
+ private:
+  template <class T>
+  detail::Reduction reduction_of(const xt::xarray<T>& x) const {
+    return detail::reduction(m_axes, m_keepdims, Shape(x.shape().begin(), x.shape().end()));
+  }
+
+  std::vector<long> m_axes;
+  bool m_keepdims;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> mean(const Var<T>& x, const std::vector<long>& axes, bool keepdims) {
+  return x.graph().apply(std::make_shared<MeanOp>(axes, keepdims), {x});
+}
+
+template <class T>
+Var<T> mean(const Var<T>& x) {
+  return mean(x, detail::all_axes(Shape(x.value().shape().begin(), x.value().shape().end())));
+}
+
+std::shared_ptr<const Op> make_mean_op(const JsonCursor& attrs) {
+  auto [axes, keepdims] = detail::reduction_attrs(attrs);
+  return std::make_shared<MeanOp>(std::move(axes), keepdims);
+}
+
+template Var<float> mean(const Var<float>&, const std::vector<long>&, bool);
+template Var<double> mean(const Var<double>&, const std::vector<long>&, bool);
+template Var<float> mean(const Var<float>&);
+template Var<double> mean(const Var<double>&);
+
+}  // namespace xgrad

@@ -1,0 +1,90 @@
+// forward: y = sum of x over axes                   x.shape -> x.shape without axes (or as 1)
+// VJP:     grad_x = broadcast_to(reshape(grad_out, kept), x.shape), kept = x.shape, axes as 1
+// saves:   the axes and keepdims.
+#include <xgrad/ops/sum.hpp>
+
+#include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/reshape.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// Attribute keys, for attrs() and the factories of sum and mean alike.
+constexpr const char* key_axes = "axes";
+constexpr const char* key_keepdims = "keepdims";
+
+class SumOp final : public OpFor<SumOp> {
+ public:
+  SumOp(std::vector<long> axes, bool keepdims) : m_axes(std::move(axes)), m_keepdims(keepdims) {}
+
+  std::string name() const override { return "sum"; }
+  std::size_t arity() const override { return 1; }
+  Json attrs() const override { return detail::reduction_attrs(m_axes, m_keepdims); }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    return detail::reduction(m_axes, m_keepdims, x[0]).out;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const Shape shape(x[0]->shape().begin(), x[0]->shape().end());
+    detail::sum_axes(*x[0], detail::reduction(m_axes, m_keepdims, shape).axes, T(1), y);
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const auto& s = v.x[0].value().shape();
+    const Shape shape(s.begin(), s.end());
+    return {spread_back(v.grad_out, detail::reduction(m_axes, m_keepdims, shape).kept, shape)};
+  }
+
+ private:
+  std::vector<long> m_axes;
+  bool m_keepdims;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> sum(const Var<T>& x, const std::vector<long>& axes, bool keepdims) {
+  return x.graph().apply(std::make_shared<SumOp>(axes, keepdims), {x});
+}
+
+template <class T>
+Var<T> sum(const Var<T>& x) {
+  return sum(x, detail::all_axes(Shape(x.value().shape().begin(), x.value().shape().end())));
+}
+
+template <class T>
+Var<T> spread_back(const Var<T>& g, const Shape& kept, const Shape& x_shape) {
+  const Var<T> k = shapes_equal(g.value().shape(), kept) ? g : reshape(g, kept);
+  return shapes_equal(kept, x_shape) ? k : broadcast_to(k, x_shape);
+}
+
+Json detail::reduction_attrs(const std::vector<long>& axes, bool keepdims) {
+  return {{key_axes, axes}, {key_keepdims, keepdims}};
+}
+
+std::pair<std::vector<long>, bool> detail::reduction_attrs(const JsonCursor& attrs) {
+  attrs.check_object({key_axes, key_keepdims});
+  const JsonCursor list = attrs[key_axes];
+  std::vector<long> axes;
+  for (std::size_t i = 0, n = list.array_size(); i < n; ++i) axes.push_back(list[i].integer());
+  return {axes, attrs[key_keepdims].boolean()};
+}
+
+std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs) {
+  auto [axes, keepdims] = detail::reduction_attrs(attrs);
+  return std::make_shared<SumOp>(std::move(axes), keepdims);
+}
+
+template Var<float> sum(const Var<float>&, const std::vector<long>&, bool);
+template Var<double> sum(const Var<double>&, const std::vector<long>&, bool);
+template Var<float> sum(const Var<float>&);
+template Var<double> sum(const Var<double>&);
+template Var<float> spread_back(const Var<float>&, const Shape&, const Shape&);
+template Var<double> spread_back(const Var<double>&, const Shape&, const Shape&);
+
+}  // namespace xgrad

@@ -1,0 +1,32 @@
+// sum: sum over axes.
+#pragma once
+
+#include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
+
+namespace xgrad {
+
+// y = x summed over `axes` (each in [-rank, rank), in any order, none twice), as numpy.sum(x,
+// axis=axes, keepdims=keepdims): the summed axes are dropped, or kept as 1 when keepdims. An empty
+// list sums nothing (y = x). sum(x) sums every axis to a scalar of shape (). Throws xgrad::error
+// naming the axis and x's shape if an axis is out of range or repeated.
+template <class T>
+Var<T> sum(const Var<T>& x, const std::vector<long>& axes, bool keepdims = false);
+template <class T>
+Var<T> sum(const Var<T>& x);
+
+// The gradient g of a reduction of x spread back over x: g reshaped to x's shape with the
+// reduced axes as 1 (`kept`), then broadcast to x's shape. The VJP of sum and mean.
+template <class T>
+Var<T> spread_back(const Var<T>& g, const Shape& kept, const Shape& x_shape);
+
+// The op from its exported attributes (ops/registry).
+std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs);
+
+namespace detail {
+// The attributes of a sum or mean, and back: {"axes": [...], "keepdims": bool}.
+Json reduction_attrs(const std::vector<long>& axes, bool keepdims);
+std::pair<std::vector<long>, bool> reduction_attrs(const JsonCursor& attrs);
+}  // namespace detail
+
+}  // namespace xgrad
