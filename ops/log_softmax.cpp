@@ -8,6 +8,7 @@
 
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/common.hpp>
+#include <xgrad/ops/row_kernels.hpp>
 #include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>
@@ -20,24 +21,18 @@ namespace {
 // Attribute keys, for attrs() and the factory alike.
 constexpr const char* key_axis = "axis";
 
-// One row of n elements at stride `stride`: a max pass, a sum-of-exp pass, a subtract pass.
+// One row of n elements at stride `stride`: a max pass, an exp-and-sum pass (y as scratch), a
+// subtract pass.
 template <class T>
 void log_softmax_row(const T* x, T* y, std::size_t n, std::size_t stride) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
-  T max = minus_inf;
-  bool nan = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    max = std::max(max, x[i * stride]);
-    nan = nan || std::isnan(x[i * stride]);
-  }
-  if (max == minus_inf && !nan) {  // every entry -inf: log of softmax's row of zeros
+  const T max = detail::row_max(x, n, stride);
+  if (max == minus_inf && !detail::row_has_nan(x, n, stride)) {  // log of softmax's row of zeros
     for (std::size_t i = 0; i < n; ++i) y[i * stride] = minus_inf;
     return;
   }
-  T sum = 0;
-  for (std::size_t i = 0; i < n; ++i) sum += std::exp(x[i * stride] - max);
-  const T log_sum = std::log(sum);
-  for (std::size_t i = 0; i < n; ++i) y[i * stride] = (x[i * stride] - max) - log_sum;
+  const T log_sum = std::log(detail::row_exp(x, max, y, n, stride));
+  detail::row_shift(x, -max - log_sum, y, n, stride);
 }
 
 class LogSoftmaxOp final : public OpFor<LogSoftmaxOp> {

@@ -5,6 +5,7 @@
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
+#include <xgrad/ops/row_kernels.hpp>
 
 namespace xgrad {
 
@@ -25,10 +26,7 @@ class ScaleOp final : public OpFor<ScaleOp> {
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const T alpha = static_cast<T>(m_alpha);
-    const T* src = x[0]->data();
-    T* dst = y.data();
-    for (std::size_t i = 0, n = y.size(); i < n; ++i) dst[i] = alpha * src[i];
+    detail::row_scale(x[0]->data(), static_cast<T>(m_alpha), y.data(), y.size(), 1);
   }
 
   template <class T>

@@ -3,11 +3,11 @@
 // saves:   its output y (the VJP reads y, never x).
 #include <xgrad/ops/softmax.hpp>
 
-#include <cmath>
 #include <limits>
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
+#include <xgrad/ops/row_kernels.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
 
 namespace xgrad {
@@ -17,27 +17,15 @@ namespace {
 // Attribute keys, for attrs() and the factory alike.
 constexpr const char* key_axis = "axis";
 
-// One row of n elements at stride `stride`: a single max pass, one exp pass, one scale pass.
+// One row of n elements at stride `stride`: a max pass, an exp-and-sum pass, a scale pass.
 template <class T>
 void softmax_row(const T* x, T* y, std::size_t n, std::size_t stride) {
-  T max = -std::numeric_limits<T>::infinity();
-  bool nan = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    max = std::max(max, x[i * stride]);
-    nan = nan || std::isnan(x[i * stride]);
-  }
-  if (max == -std::numeric_limits<T>::infinity() && !nan) {  // every key masked: a row of zeros
-    for (std::size_t i = 0; i < n; ++i) y[i * stride] = 0;
+  const T max = detail::row_max(x, n, stride);
+  if (max == -std::numeric_limits<T>::infinity() && !detail::row_has_nan(x, n, stride)) {
+    for (std::size_t i = 0; i < n; ++i) y[i * stride] = 0;  // every key masked: a row of zeros
     return;
   }
-  T sum = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const T e = std::exp(x[i * stride] - max);
-    y[i * stride] = e;
-    sum += e;
-  }
-  const T inv = T(1) / sum;
-  for (std::size_t i = 0; i < n; ++i) y[i * stride] *= inv;
+  detail::row_scale(y, T(1) / detail::row_exp(x, max, y, n, stride), y, n, stride);
 }
 
 class SoftmaxOp final : public OpFor<SoftmaxOp> {

@@ -8,6 +8,7 @@
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
+#include <xgrad/ops/row_kernels.hpp>
 #include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum_to.hpp>
@@ -21,9 +22,7 @@ constexpr const char* key_axis = "axis";
 
 template <class T>
 void softmax_vjp_row(const T* y, const T* g, T* z, std::size_t n, std::size_t stride) {
-  T s = 0;
-  for (std::size_t i = 0; i < n; ++i) s += g[i * stride] * y[i * stride];
-  for (std::size_t i = 0; i < n; ++i) z[i * stride] = y[i * stride] * (g[i * stride] - s);
+  detail::row_softmax_vjp(y, g, detail::row_dot(g, y, n, stride), z, n, stride);
 }
 
 class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {

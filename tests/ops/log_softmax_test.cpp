@@ -23,7 +23,9 @@ BOOST_AUTO_TEST_CASE(equals_the_log_of_softmax_and_stays_finite_where_softmax_un
   const auto x = g.input("x", random_array<double>({3, 4, 5}, 1, 3.0));
   const auto y = xgrad::log_softmax(x, 1);
   const xt::xarray<double> expected = xt::log(xgrad::softmax(x, 1).value());
-  BOOST_TEST(y.value() == expected, boost::test_tools::tolerance(1e-13) << boost::test_tools::per_element());
+  for (std::size_t i = 0; i < expected.size(); ++i) {  // absolute near 0: log(p) for p near 1 cancels
+    BOOST_TEST(std::abs(y.value().data()[i] - expected.data()[i]) <= 1e-14 * (1 + std::abs(expected.data()[i])), "element " << i);
+  }
   Graph<float> f;
   const auto z = f.input("z", {{0.0f, -1000.0f, 1e30f}});
   const auto lz = xgrad::log_softmax(z).value();

@@ -1,0 +1,217 @@
+// Attention through the xgrad graph beside the bare GEMMs of its products, in one process.
+//
+// Benchmarks, named xgrad/<mode>/<dtype>/<T_q>x<T_k>x<d_k>x<d_v>/threads:<n>:
+//   fwd            replay of a graph holding attention's forward nodes
+//   fwd_bwd        replay of a graph holding the forward nodes and grad(out, {q, k, v}, g)
+//   build_fwd_bwd  a fresh graph built, run and differentiated per call (the documented example)
+//   gemms_fwd      the 2 forward GEMMs alone (q k^T, w v), into preallocated buffers
+//   gemms_fwd_bwd  the 6 GEMMs of forward and backward (+ g v^T, w^T g, dS k, dS^T q)
+// Counters: `ratio` = median time of the benchmark over the median time of its GEMMs, both timed
+// alternately in the same iterations (so noise hits both); `GFLOPs` (flops of the GEMMs over the
+// benchmark's time); `peak_extra_M` = the peak of bytes live on the heap during one fresh build +
+// forward (+ backward) beyond the inputs, in units of M = one T_q x T_k array.
+// Run through tools/setup bench, or build/bench/xgrad_bench --benchmark_filter=...
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <malloc.h>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <xtensor-blas/xblas.hpp>
+
+#include <xgrad/xgrad.hpp>
+
+extern "C" void openblas_set_num_threads(int);
+
+// Heap accounting: every operator new/delete of the process, for peak_extra_M.
+namespace {
+std::atomic<std::size_t> live_bytes{0}, peak_bytes{0};
+void* counted(std::size_t n) {
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (!p) throw std::bad_alloc();
+  const std::size_t now = live_bytes += malloc_usable_size(p);
+  std::size_t peak = peak_bytes.load();
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+  return p;
+}
+void uncounted(void* p) noexcept {
+  if (!p) return;
+  live_bytes -= malloc_usable_size(p);
+  std::free(p);
+}
+}  // namespace
+void* operator new(std::size_t n) { return counted(n); }
+void* operator new[](std::size_t n) { return counted(n); }
+void operator delete(void* p) noexcept { uncounted(p); }
+void operator delete[](void* p) noexcept { uncounted(p); }
+void operator delete(void* p, std::size_t) noexcept { uncounted(p); }
+void operator delete[](void* p, std::size_t) noexcept { uncounted(p); }
+
+namespace {
+
+struct Shape4 {
+  std::size_t t_q, t_k, d_k, d_v;
+  std::string str() const {
+    return std::to_string(t_q) + "x" + std::to_string(t_k) + "x" + std::to_string(d_k) + "x" + std::to_string(d_v);
+  }
+  double flops(bool backward) const {  // 2 T_q T_k (d_k + d_v) forward; 3x that with backward
+    return (backward ? 6.0 : 2.0) * double(t_q) * double(t_k) * double(d_k + d_v);
+  }
+};
+
+template <class T>
+xt::xarray<T> random(std::size_t rows, std::size_t cols, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  xt::xarray<T> a = xt::xarray<T>::from_shape({rows, cols});
+  for (auto& x : a) x = static_cast<T>(normal(rng));
+  return a;
+}
+
+// The bare GEMMs: the same products with the same flags, into buffers allocated once.
+template <class T>
+class Gemms {
+ public:
+  explicit Gemms(const Shape4& s)
+      : m_s(s), q(random<T>(s.t_q, s.d_k, 1)), k(random<T>(s.t_k, s.d_k, 2)), v(random<T>(s.t_k, s.d_v, 3)),
+        g(random<T>(s.t_q, s.d_v, 4)), w(xt::xarray<T>::from_shape({s.t_q, s.t_k})), dw(w), out(g), dq(q), dk(k), dv(v) {}
+
+  void run(bool backward) {
+    const int tq = int(m_s.t_q), tk = int(m_s.t_k), dkk = int(m_s.d_k), dvv = int(m_s.d_v);
+    gemm(false, true, tq, tk, dkk, q.data(), dkk, k.data(), dkk, w.data(), tk);         // S = q k^T
+    gemm(false, false, tq, dvv, tk, w.data(), tk, v.data(), dvv, out.data(), dvv);      // out = w v
+    if (!backward) return;
+    gemm(false, true, tq, tk, dvv, g.data(), dvv, v.data(), dvv, dw.data(), tk);        // dW = g v^T
+    gemm(true, false, tk, dvv, tq, w.data(), tk, g.data(), dvv, dv.data(), dvv);        // dv = w^T g
+    gemm(false, false, tq, dkk, tk, dw.data(), tk, k.data(), dkk, dq.data(), dkk);      // dq = dS k
+    gemm(true, false, tk, dkk, tq, dw.data(), tk, q.data(), dkk, dk.data(), dkk);       // dk = dS^T q
+  }
+
+ private:
+  static void gemm(bool ta, bool tb, int m, int n, int kk, const T* a, int lda, const T* b, int ldb, T* c, int ldc) {
+    cxxblas::gemm(cxxblas::RowMajor, ta ? cxxblas::Trans : cxxblas::NoTrans, tb ? cxxblas::Trans : cxxblas::NoTrans,
+                  m, n, kk, T(1), a, lda, b, ldb, T(0), c, ldc);
+  }
+  Shape4 m_s;
+  xt::xarray<T> q, k, v, g, w, dw, out, dq, dk, dv;
+};
+
+// A graph of attention on random q, k, v; with backward, grad(out, {q, k, v}, g) too.
+template <class T>
+struct AttentionGraph {
+  xgrad::Graph<T> graph;
+  AttentionGraph(const Shape4& s, bool backward) {
+    const auto q = graph.input("q", random<T>(s.t_q, s.d_k, 1));
+    const auto k = graph.input("k", random<T>(s.t_k, s.d_k, 2));
+    const auto v = graph.input("v", random<T>(s.t_k, s.d_v, 3));
+    const auto out = xgrad::attention(q, k, v);
+    if (backward) xgrad::grad(out, {q, k, v}, random<T>(s.t_q, s.d_v, 4));
+  }
+};
+
+// Bytes live at the peak of one fresh build + run (+ backward), beyond those live before.
+template <class T>
+double peak_extra_m(const Shape4& s, bool backward) {
+  xt::xarray<T> inputs[] = {random<T>(s.t_q, s.d_k, 1), random<T>(s.t_k, s.d_k, 2), random<T>(s.t_k, s.d_v, 3)};
+  const std::size_t before = live_bytes.load();
+  peak_bytes = before;
+  {
+    AttentionGraph<T> a(s, backward);
+    benchmark::DoNotOptimize(a.graph.size());
+  }
+  // The graph's copies of q, k, v and g are inputs, not extra: subtract them.
+  const double inputs_bytes = double(sizeof(T)) * double(s.t_q * s.d_k + s.t_k * s.d_k + s.t_k * s.d_v +
+                                                         (backward ? s.t_q * s.d_v : 0));
+  return (double(peak_bytes.load() - before) - inputs_bytes) / (double(sizeof(T)) * double(s.t_q) * double(s.t_k));
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+enum class Mode { fwd, fwd_bwd, build_fwd_bwd, gemms_fwd, gemms_fwd_bwd };
+
+template <class T>
+void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
+  openblas_set_num_threads(threads);
+  const bool backward = mode != Mode::fwd && mode != Mode::gemms_fwd;
+  Gemms<T> gemms(s);
+  std::unique_ptr<AttentionGraph<T>> graph;
+  if (mode == Mode::fwd || mode == Mode::fwd_bwd) graph = std::make_unique<AttentionGraph<T>>(s, backward);
+  std::vector<double> own, reference;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    switch (mode) {
+      case Mode::fwd:
+      case Mode::fwd_bwd: graph->graph.replay(); break;
+      case Mode::build_fwd_bwd: {
+        AttentionGraph<T> fresh(s, true);
+        benchmark::DoNotOptimize(fresh.graph.size());
+        break;
+      }
+      case Mode::gemms_fwd:
+      case Mode::gemms_fwd_bwd: gemms.run(backward); break;
+    }
+    const auto t1 = Clock::now();
+    gemms.run(backward);
+    const auto t2 = Clock::now();
+    own.push_back(seconds(t0, t1));
+    reference.push_back(seconds(t1, t2));
+    state.SetIterationTime(seconds(t0, t1));
+  }
+  state.counters["ratio"] = median(own) / median(reference);
+  state.counters["GFLOPs"] = s.flops(backward) / median(own) / 1e9;
+  if (mode == Mode::fwd || mode == Mode::fwd_bwd || mode == Mode::build_fwd_bwd) {
+    state.counters["peak_extra_M"] = peak_extra_m<T>(s, backward);
+  }
+}
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::fwd: return "fwd";
+    case Mode::fwd_bwd: return "fwd_bwd";
+    case Mode::build_fwd_bwd: return "build_fwd_bwd";
+    case Mode::gemms_fwd: return "gemms_fwd";
+    case Mode::gemms_fwd_bwd: return "gemms_fwd_bwd";
+  }
+  return "";
+}
+
+template <class T>
+void register_all(const char* dtype) {
+  const Shape4 shapes[] = {{2, 2, 1, 2},        {128, 128, 64, 64},   {512, 512, 64, 64}, {1024, 1024, 64, 64},
+                           {2048, 2048, 64, 64}, {4096, 4096, 64, 64}, {1024, 4096, 128, 128}};
+  for (const Shape4& s : shapes) {
+    for (int threads : {1, 2}) {
+      for (Mode m : {Mode::fwd, Mode::fwd_bwd, Mode::build_fwd_bwd, Mode::gemms_fwd, Mode::gemms_fwd_bwd}) {
+        if (m == Mode::build_fwd_bwd && s.t_q > 128) continue;  // fresh buffers per call: a node-overhead probe
+        const std::string name = std::string("xgrad/") + mode_name(m) + "/" + dtype + "/" + s.str() +
+                                 "/threads:" + std::to_string(threads);
+        auto* b = benchmark::RegisterBenchmark(name.c_str(), [s, m, threads](benchmark::State& st) { run<T>(st, s, m, threads); });
+        b->UseManualTime()->Unit(s.t_q <= 2 ? benchmark::kNanosecond : benchmark::kMicrosecond);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all<float>("f32");
+  register_all<double>("f64");
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

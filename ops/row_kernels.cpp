@@ -1,0 +1,125 @@
+#include <xgrad/ops/row_kernels.hpp>
+
+#include <limits>
+
+#include <xgrad/ops/vexp.hpp>
+
+// One clone of each entry point per instruction set; the loader picks the best the CPU has
+// (GCC's target_clones; other compilers build the baseline only).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define XGRAD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define XGRAD_CLONES
+#endif
+#define XGRAD_INLINE inline __attribute__((always_inline))
+
+namespace xgrad::detail {
+
+namespace {
+
+// The passes, inlined into each clone so that they are vectorised for its instruction set. A
+// contiguous row gets an `omp simd` loop (reductions in vector lanes), a strided one a plain loop.
+template <class T>
+XGRAD_INLINE T max_pass(const T* x, std::size_t n, std::size_t stride) {
+  T m = -std::numeric_limits<T>::infinity();
+  if (stride == 1) {
+#pragma omp simd reduction(max : m)
+    for (std::size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) m = x[i * stride] > m ? x[i * stride] : m;
+  }
+  return m;
+}
+
+template <class T>
+XGRAD_INLINE T exp_pass(const T* x, T shift, T* y, std::size_t n, std::size_t stride) {
+  T sum = 0;
+  if (stride == 1) {
+#pragma omp simd reduction(+ : sum)
+    for (std::size_t i = 0; i < n; ++i) {
+      const T e = vexp(x[i] - shift);
+      y[i] = e;
+      sum += e;
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      y[i * stride] = vexp(x[i * stride] - shift);
+      sum += y[i * stride];
+    }
+  }
+  return sum;
+}
+
+template <class T>
+XGRAD_INLINE void scale_pass(const T* x, T a, T* y, std::size_t n, std::size_t stride) {
+  if (stride == 1) {
+#pragma omp simd
+    for (std::size_t i = 0; i < n; ++i) y[i] = a * x[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i) y[i * stride] = a * x[i * stride];
+  }
+}
+
+template <class T>
+XGRAD_INLINE void shift_pass(const T* x, T b, T* y, std::size_t n, std::size_t stride) {
+  if (stride == 1) {
+#pragma omp simd
+    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] + b;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) y[i * stride] = x[i * stride] + b;
+  }
+}
+
+template <class T>
+XGRAD_INLINE T dot_pass(const T* a, const T* b, std::size_t n, std::size_t stride) {
+  T sum = 0;
+  if (stride == 1) {
+#pragma omp simd reduction(+ : sum)
+    for (std::size_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i) sum += a[i * stride] * b[i * stride];
+  }
+  return sum;
+}
+
+template <class T>
+XGRAD_INLINE void softmax_vjp_pass(const T* y, const T* g, T s, T* z, std::size_t n, std::size_t stride) {
+  if (stride == 1) {
+#pragma omp simd
+    for (std::size_t i = 0; i < n; ++i) z[i] = y[i] * (g[i] - s);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) z[i * stride] = y[i * stride] * (g[i * stride] - s);
+  }
+}
+
+}  // namespace
+
+XGRAD_CLONES float row_max(const float* x, std::size_t n, std::size_t s) { return max_pass(x, n, s); }
+XGRAD_CLONES double row_max(const double* x, std::size_t n, std::size_t s) { return max_pass(x, n, s); }
+XGRAD_CLONES float row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t s) {
+  return exp_pass(x, shift, y, n, s);
+}
+XGRAD_CLONES double row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t s) {
+  return exp_pass(x, shift, y, n, s);
+}
+XGRAD_CLONES void row_scale(const float* x, float a, float* y, std::size_t n, std::size_t s) { scale_pass(x, a, y, n, s); }
+XGRAD_CLONES void row_scale(const double* x, double a, double* y, std::size_t n, std::size_t s) {
+  scale_pass(x, a, y, n, s);
+}
+XGRAD_CLONES void row_shift(const float* x, float b, float* y, std::size_t n, std::size_t s) { shift_pass(x, b, y, n, s); }
+XGRAD_CLONES void row_shift(const double* x, double b, double* y, std::size_t n, std::size_t s) {
+  shift_pass(x, b, y, n, s);
+}
+XGRAD_CLONES float row_dot(const float* a, const float* b, std::size_t n, std::size_t s) { return dot_pass(a, b, n, s); }
+XGRAD_CLONES double row_dot(const double* a, const double* b, std::size_t n, std::size_t s) {
+  return dot_pass(a, b, n, s);
+}
+XGRAD_CLONES void row_softmax_vjp(const float* y, const float* g, float s, float* z, std::size_t n, std::size_t st) {
+  softmax_vjp_pass(y, g, s, z, n, st);
+}
+XGRAD_CLONES void row_softmax_vjp(const double* y, const double* g, double s, double* z, std::size_t n,
+                                  std::size_t st) {
+  softmax_vjp_pass(y, g, s, z, n, st);
+}
+
+}  // namespace xgrad::detail

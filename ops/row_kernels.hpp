@@ -1,0 +1,39 @@
+// The passes of the row ops (softmax, log_softmax, softmax_vjp, and scale as one long row) over one row of n elements at a
+// stride. Contiguous rows (stride 1) run vectorised, with exp from ops/vexp.hpp, and dispatch at
+// run time to AVX-512, AVX2 or the baseline x86-64 code (GCC/Clang target_clones); strided rows
+// run the same formulas element by element. Sums are vector reductions: their order is fixed by
+// n and the dispatch, so a run repeats its bits on one machine.
+#pragma once
+
+#include <cstddef>
+
+namespace xgrad::detail {
+
+// The largest element; NaN entries are ignored or returned (either way a NaN row stays NaN
+// through the passes below). -inf for a row of only -inf.
+float row_max(const float* x, std::size_t n, std::size_t stride);
+double row_max(const double* x, std::size_t n, std::size_t stride);
+// y = exp(x - shift); returns the sum of y.
+float row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t stride);
+double row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t stride);
+// y = a * x, and y = x + b (y may be x).
+void row_scale(const float* x, float a, float* y, std::size_t n, std::size_t stride);
+void row_scale(const double* x, double a, double* y, std::size_t n, std::size_t stride);
+void row_shift(const float* x, float b, float* y, std::size_t n, std::size_t stride);
+void row_shift(const double* x, double b, double* y, std::size_t n, std::size_t stride);
+// The sum of a * b.
+float row_dot(const float* a, const float* b, std::size_t n, std::size_t stride);
+double row_dot(const double* a, const double* b, std::size_t n, std::size_t stride);
+// z = y * (g - s): softmax's VJP once s = row_dot(g, y) is known.
+void row_softmax_vjp(const float* y, const float* g, float s, float* z, std::size_t n, std::size_t stride);
+void row_softmax_vjp(const double* y, const double* g, double s, double* z, std::size_t n, std::size_t stride);
+// Whether the row holds a NaN (a plain loop: the rare path of an all -inf maximum).
+template <class T>
+bool row_has_nan(const T* x, std::size_t n, std::size_t stride) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (x[i * stride] != x[i * stride]) return true;
+  }
+  return false;
+}
+
+}  // namespace xgrad::detail

@@ -1,0 +1,93 @@
+// The vectorisable exp of the row kernels, and the row kernels themselves.
+#include "../check.hpp"
+
+#include <xgrad/ops/row_kernels.hpp>
+#include <xgrad/ops/vexp.hpp>
+
+using xgrad::detail::vexp;
+using xgrad::test::random_array;
+
+namespace {
+
+// |a - b| in units of the last place of b.
+template <class T>
+double ulps(T a, T b) {
+  if (a == b) return 0;
+  if (std::isnan(a) || std::isnan(b)) return 1e30;
+  const T ulp = std::nextafter(std::abs(b), std::numeric_limits<T>::infinity()) - std::abs(b);
+  return std::abs(static_cast<double>(a) - static_cast<double>(b)) / static_cast<double>(ulp);
+}
+
+// The worst error against std::exp on an even grid of [lo, hi] (covering underflow to subnormals
+// and to 0, and overflow to inf at the ends).
+template <class T>
+double worst_ulps(double lo, double hi, int steps) {
+  double worst = 0;
+  for (int i = 0; i <= steps; ++i) {
+    const T x = static_cast<T>(lo + (hi - lo) * i / steps);
+    worst = std::max(worst, ulps(vexp(x), std::exp(x)));
+  }
+  return worst;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(row_kernels)
+
+BOOST_AUTO_TEST_CASE(float_is_within_one_ulp_of_std_exp_over_its_whole_range) {
+  BOOST_TEST(worst_ulps<float>(-110, 90, 2000000) <= 1.0);
+  BOOST_TEST(worst_ulps<float>(-1, 1, 200000) <= 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(double_is_within_two_ulp_of_std_exp_over_its_whole_range) {
+  BOOST_TEST(worst_ulps<double>(-750, 712, 2000000) <= 2.0);
+  BOOST_TEST(worst_ulps<double>(-1, 1, 200000) <= 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(special_values_are_exact) {
+  const float fi = std::numeric_limits<float>::infinity();
+  const double di = std::numeric_limits<double>::infinity();
+  BOOST_TEST(vexp(-fi) == 0.0f);
+  BOOST_TEST(vexp(fi) == fi);
+  BOOST_TEST(std::isnan(vexp(std::nanf(""))));
+  BOOST_TEST(vexp(0.0f) == 1.0f);
+  BOOST_TEST(vexp(-0.0f) == 1.0f);
+  BOOST_TEST(vexp(-di) == 0.0);
+  BOOST_TEST(vexp(di) == di);
+  BOOST_TEST(std::isnan(vexp(std::nan(""))));
+  BOOST_TEST(vexp(0.0) == 1.0);
+  BOOST_TEST(vexp(89.0f) == fi);    // overflow
+  BOOST_TEST(vexp(710.0) == di);
+  BOOST_TEST(vexp(-105.0f) == 0.0f);  // underflow past the least subnormal
+  BOOST_TEST(vexp(-746.0) == 0.0);
+  BOOST_TEST(vexp(-103.5f) == std::exp(-103.5f));  // subnormal results round once, as std::exp
+  BOOST_TEST(vexp(-740.0) == std::exp(-740.0));
+}
+
+BOOST_AUTO_TEST_CASE(contiguous_and_strided_rows_agree) {
+  // The same row read contiguously (vector loops) and at a stride of 3 (plain loops).
+  const std::size_t n = 37;
+  const xt::xarray<double> x = random_array<double>({n}, 1, 5.0);
+  std::vector<double> strided(3 * n), y(n), ys(3 * n);
+  for (std::size_t i = 0; i < n; ++i) strided[3 * i] = x(i);
+  namespace d = xgrad::detail;
+  BOOST_TEST(d::row_max(x.data(), n, 1) == d::row_max(strided.data(), n, 3));
+  double reference_max = -INFINITY, reference_sum = 0;
+  for (double e : x) reference_max = std::max(reference_max, e);
+  for (double e : x) reference_sum += std::exp(e - reference_max);
+  BOOST_TEST(d::row_max(x.data(), n, 1) == reference_max);
+  const double sum = d::row_exp(x.data(), reference_max, y.data(), n, 1);
+  const double sum_s = d::row_exp(strided.data(), reference_max, ys.data(), n, 3);
+  BOOST_TEST(sum == reference_sum, boost::test_tools::tolerance(1e-14));
+  BOOST_TEST(sum_s == reference_sum, boost::test_tools::tolerance(1e-14));
+  for (std::size_t i = 0; i < n; ++i) {
+    BOOST_TEST(y[i] == std::exp(x(i) - reference_max), boost::test_tools::tolerance(1e-15));
+    BOOST_TEST(ys[3 * i] == y[i]);
+  }
+  double dot = 0;
+  for (std::size_t i = 0; i < n; ++i) dot += x(i) * y[i];
+  BOOST_TEST(d::row_dot(x.data(), y.data(), n, 1) == dot, boost::test_tools::tolerance(1e-14));
+  BOOST_TEST(d::row_dot(strided.data(), ys.data(), n, 3) == dot, boost::test_tools::tolerance(1e-14));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
