@@ -61,6 +61,11 @@ such as build_fwd_bwd). Their `/ GEMMs` is xgrad's own "ratio" counter, their pe
 "peak_extra_M" counter. Other names are ignored. Options --dtypes, --shapes, --threads and
 --modes, when given, filter xgrad's rows too. `--impls none` only tabulates xgrad's rows.
 
+The header gives the load average at start and end (the machine may be shared) and the measured cost
+of a first touch of a fresh 4 KiB page: on some VMs it is ~100x that of bare metal, and it dominates
+implementations that allocate their T_q x T_k temporaries on every call (numpy only asks for huge
+pages from 4 MiB up; PyTorch 1.13 never does).
+
 The table goes to stdout (and to --out FILE); progress goes to stderr.
 """
 
@@ -456,6 +461,27 @@ def cpu_model():
     return "unknown CPU"
 
 
+def page_fault_cost():
+    """Seconds per first touch of a fresh 4 KiB page: allocating implementations pay this per page."""
+    import mmap
+    size = 16 << 20
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    t = time.perf_counter()
+    for offset in range(0, size, 4096):
+        m[offset] = 1
+    cost = (time.perf_counter() - t) / (size // 4096)
+    m.close()
+    return cost
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[0]
+    except OSError:
+        return "?"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtypes", help="comma list of f32,f64 (default both)")
@@ -507,6 +533,7 @@ def main():
     command = shlex.join([sys.executable] + sys.argv)
     log = lambda msg: print(f"[{time.perf_counter() - started:7.1f} s] {msg}", file=sys.stderr, flush=True)
     notes = []
+    started_at, load_start, fault = datetime.datetime.now().astimezone(), load_average(), page_fault_cost()
 
     # Versions and correctness, in one process.
     log("versions and correctness checks")
@@ -554,13 +581,13 @@ def main():
             f"(GEMMs {fmt_time(r['gemm_time'])}, {r['reps']} x {r['calls']} calls), "
             f"+{r['extra_kib'] / 1024:.1f} MiB")
 
-    grew = [f"{i} {m} {d} {shape_str(s)} threads {t}: {fmt_num(r['extra_kib_runs'][0] * 1024 / (s[0] * s[1] * ITEMSIZE[d]))}"
-            f" -> {fmt_num(r['extra_kib'] * 1024 / (s[0] * s[1] * ITEMSIZE[d]))} M"
+    grew = [f"{i} {m} {d} {shape_str(s)} t{t} {fmt_num(r['extra_kib_runs'][0] * 1024 / (s[0] * s[1] * ITEMSIZE[d]))}"
+            f" -> {fmt_num(r['extra_kib'] * 1024 / (s[0] * s[1] * ITEMSIZE[d]))}"
             for (d, s, t, m, i), r in results.items()
             if (r["extra_kib_runs"][-1] - r["extra_kib_runs"][0]) * 1024 > max(0.25 * s[0] * s[1] * ITEMSIZE[d], 2**20)]
     if grew:
         notes.append("Peak extra grew after the first call (freed memory kept by glibc's heap and not reused; "
-                     "the table has the peak after all calls), first call -> all: " + "; ".join(grew) + ".")
+                     "the table has the peak after all calls), in M, first call -> all calls: " + "; ".join(grew) + ".")
 
     # Rows: (sort key, cells). Cells: impl, mode, dtype, shape, threads, time, ratio, peak M.
     rows = []
@@ -623,13 +650,15 @@ def main():
         table.append("| " + " | ".join(cells) + " |")
 
     openblas = info.get("openblas")
-    header = [f"Attention benchmark, {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}, "
+    header = [f"Attention benchmark, {started_at.strftime('%Y-%m-%d %H:%M %Z')}, "
               f"{cpu_model()}: Python {info['python']}, numpy {info['numpy']}, "
               + (f"torch {info['torch']}" if info["torch"]
                  else "torch not used" if info["torch_error"] == "not requested" else "torch not importable")
               + (f", {openblas}" if openblas else "")
               + (" (quick: a smoke test, not a measurement)" if args.quick else ""),
-              f"Command: `{command}`"] + header_extra
+              f"Command: `{command}`",
+              f"Load average (1 min) at start {load_start}, at end {load_average()}; first touch of a fresh "
+              f"4 KiB page costs {fmt_time(fault)} here (allocating implementations pay it per page)."] + header_extra
     legend = ("Medians. time per call; GFLOP/s = GEMM flops (2 T_q T_k (d_k + d_v), x3 with backward) / time; "
               "/ GEMMs = time over the bare GEMMs timed alternately in the same process (xgrad: its own `ratio`); "
               "/ numpy = time over numpy inplace (gemms_* rows: over numpy GEMMs), / PyTorch = time over PyTorch, "

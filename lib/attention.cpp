@@ -74,7 +74,10 @@ AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>
     }
   }
   AttentionNodes<T> a;
-  a.scores = scale(matmul(q, transpose(k)), alpha.value_or(1.0 / std::sqrt(d_k)));
+  // (scale q) k^T: the scale multiplies q, T_q x d_k numbers, not the T_q x T_k scores, which
+  // saves a pass over the scores forward and backward and a T_q x T_k array at each end.
+  const Var<T> scaled_q = scale(q, alpha.value_or(1.0 / std::sqrt(d_k)));  // one statement per node: ids in order
+  a.scores = matmul(scaled_q, transpose(k));
   Var<T> logits = a.scores;
   if (mask) {
     a.mask = q.graph().constant("mask", xt::cast<T>(*mask));

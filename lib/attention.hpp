@@ -14,8 +14,10 @@ namespace xgrad {
 //
 // out = softmax(scale * q k^T, axis = -1) v, scale = 1/sqrt(d_k) unless given, built from the
 // nodes
-//   kt = transpose(k); scores = scale(matmul(q, kt), scale); weights = softmax(scores);
+//   qs = scale(q, scale); kt = transpose(k); scores = matmul(qs, kt); weights = softmax(scores);
 //   out = matmul(weights, v).
+// (scale q) k^T equals scale (q k^T) up to rounding and scales T_q x d_k numbers instead of
+// T_q x T_k: no pass over the scores and no extra T_q x T_k array, forward or backward.
 // scale = 1 gives the unscaled variant, for comparison (see softmax_diagnostics).
 // No hand-written backward: grad() differentiates through those nodes.
 //

@@ -12,6 +12,7 @@
 
 #include <xgrad/graph/error.hpp>
 #include <xgrad/graph/op.hpp>
+#include <xgrad/ops/parallel.hpp>
 
 namespace xgrad::detail {
 
@@ -58,6 +59,14 @@ void for_each_row(const Rows& r, F&& f) {
   for (std::size_t o = 0; o < r.outer; ++o) {
     for (std::size_t j = 0; j < r.inner; ++j) f(o * r.n * r.inner + j, r.inner);
   }
+}
+
+// for_each_row with the rows split over threads (ops/parallel.hpp): f must only write its row.
+template <class F>
+void parallel_for_each_row(const Rows& r, F&& f) {
+  parallel_for(r.outer * r.inner, r.n, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t row = begin; row < end; ++row) f((row / r.inner) * r.n * r.inner + row % r.inner, r.inner);
+  });
 }
 
 // Whether `from` broadcasts to `to` by numpy's rules: axes aligned on the right, `from` has no

@@ -54,7 +54,7 @@ class LogSoftmaxOp final : public OpFor<LogSoftmaxOp> {
     const detail::Rows rows = detail::rows_along(shape, detail::normalize_axis(m_axis, shape));
     const T* src = x[0]->data();
     T* dst = y.data();
-    detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
+    detail::parallel_for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
       log_softmax_row(src + offset, dst + offset, rows.n, stride);
     });
   }

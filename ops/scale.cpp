@@ -26,7 +26,12 @@ class ScaleOp final : public OpFor<ScaleOp> {
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    detail::row_scale(x[0]->data(), static_cast<T>(m_alpha), y.data(), y.size(), 1);
+    const T* src = x[0]->data();
+    T* dst = y.data();
+    const T alpha = static_cast<T>(m_alpha);
+    detail::parallel_for(y.size(), 1, [&](std::size_t begin, std::size_t end) {
+      detail::row_scale(src + begin, alpha, dst + begin, end - begin, 1);
+    });
   }
 
   template <class T>

@@ -49,7 +49,7 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
     const T* y = x[0]->data();
     const T* g = x[1]->data();
     T* dst = z.data();
-    detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
+    detail::parallel_for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
       softmax_vjp_row(y + offset, g + offset, dst + offset, rows.n, stride);
     });
   }

@@ -79,8 +79,11 @@ BOOST_AUTO_TEST_CASE(is_built_from_the_four_ops) {
   const auto a = attention_nodes(q, k, v);
   std::vector<std::string> ops;
   for (std::size_t i = 3; i < g.size(); ++i) ops.push_back(g.node(i).op_name());
-  BOOST_TEST((ops == std::vector<std::string>{"transpose", "matmul", "scale", "softmax", "matmul"}));
-  BOOST_TEST(a.scores.node().op->attrs()["alpha"].get<double>() == 1 / std::sqrt(3.0));
+  BOOST_TEST((ops == std::vector<std::string>{"scale", "transpose", "matmul", "softmax", "matmul"}));
+  // The scale multiplies q (T_q x d_k), the first input of the scores' matmul.
+  const auto& scaled_q = g.node(a.scores.node().inputs[0]);
+  BOOST_TEST(scaled_q.op->attrs()["alpha"].get<double>() == 1 / std::sqrt(3.0));
+  BOOST_TEST(scaled_q.inputs[0] == q.id());
 }
 
 BOOST_AUTO_TEST_CASE(gradients_match_finite_differences_on_random_shapes) {

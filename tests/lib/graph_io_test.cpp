@@ -142,8 +142,8 @@ BOOST_AUTO_TEST_CASE(export_holds_what_a_person_needs) {
     BOOST_TEST(!n.contains("value"));
     BOOST_TEST(n.contains("grad_of") == (n["role"] == "backward" || n["op"] == "constant"));
   }
-  BOOST_TEST(j["nodes"][5]["op"] == "scale");
-  BOOST_TEST(j["nodes"][5]["attrs"]["alpha"] == 0.5);  // 1 / sqrt(d_k = 4)
+  BOOST_TEST(j["nodes"][3]["op"] == "scale");
+  BOOST_TEST(j["nodes"][3]["attrs"]["alpha"] == 0.5);  // 1 / sqrt(d_k = 4), on q
   BOOST_TEST(j["outputs"]["out"] == 7);
   BOOST_TEST(j["grads"].size() == 3u);
   const Json inputs = to_json(g, ExportValues::inputs);
@@ -243,7 +243,7 @@ BOOST_AUTO_TEST_CASE(dot_shows_nodes_edges_and_backward_apart) {
   BOOST_TEST(dot.find("subgraph cluster_forward") != std::string::npos);
   BOOST_TEST(dot.find("subgraph cluster_backward") != std::string::npos);
   BOOST_TEST(dot.find("n0 [label=\"input\\nq\\n(2, 3, 4)\"") != std::string::npos, dot);
-  BOOST_TEST(dot.find("n3 -> n4;") != std::string::npos);  // k^T feeds the scores' matmul
+  BOOST_TEST(dot.find("n4 -> n5;") != std::string::npos);  // k^T feeds the scores' matmul
   BOOST_TEST(dot.find("style=dashed") != std::string::npos);
   BOOST_TEST(dot.find("\"grad q\"") != std::string::npos);
   // Every node has its box.

@@ -1,0 +1,96 @@
+#include <xgrad/ops/parallel.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+extern "C" int openblas_get_num_threads(void);
+
+namespace xgrad::detail {
+
+namespace {
+
+// Below this many elements a pass runs on the calling thread: waking a worker costs a few
+// microseconds, the time of about as many elements of a vectorised pass.
+constexpr std::size_t min_parallel_work = std::size_t(1) << 16;
+
+// Workers 1 .. n-1 (the calling thread is worker 0), started on first use and grown on demand.
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      m_stop = true;
+    }
+    m_wake.notify_all();
+    for (auto& t : m_threads) t.join();
+  }
+
+  void run(std::size_t count, std::size_t chunks, const std::function<void(std::size_t, std::size_t)>& f) {
+    std::unique_lock<std::mutex> lock(m_mutex);
+    while (m_threads.size() + 1 < chunks) {
+      const std::size_t id = m_threads.size() + 1;
+      m_threads.emplace_back([this, id] { work(id); });
+    }
+    m_job = &f;
+    m_count = count;
+    m_chunks = chunks;
+    m_pending = chunks - 1;
+    ++m_generation;
+    lock.unlock();
+    m_wake.notify_all();
+    chunk(0);
+    lock.lock();
+    m_done.wait(lock, [this] { return m_pending == 0; });
+    m_job = nullptr;
+  }
+
+ private:
+  void chunk(std::size_t i) const {
+    const std::size_t begin = m_count * i / m_chunks, end = m_count * (i + 1) / m_chunks;
+    if (begin < end) (*m_job)(begin, end);
+  }
+
+  void work(std::size_t id) {
+    std::size_t seen = 0;
+    std::unique_lock<std::mutex> lock(m_mutex);
+    for (;;) {
+      m_wake.wait(lock, [&] { return m_stop || m_generation != seen; });
+      if (m_stop) return;
+      seen = m_generation;
+      if (id >= m_chunks) continue;  // a job with fewer chunks than workers
+      lock.unlock();
+      chunk(id);
+      lock.lock();
+      if (--m_pending == 0) m_done.notify_one();
+    }
+  }
+
+  std::mutex m_mutex;
+  std::condition_variable m_wake, m_done;
+  std::vector<std::thread> m_threads;
+  const std::function<void(std::size_t, std::size_t)>* m_job = nullptr;
+  std::size_t m_count = 0, m_chunks = 1, m_pending = 0, m_generation = 0;
+  bool m_stop = false;
+};
+
+std::mutex pool_use;  // one job at a time: graphs replayed on several threads take turns
+
+}  // namespace
+
+std::size_t parallel_threads() { return static_cast<std::size_t>(std::max(1, openblas_get_num_threads())); }
+
+void parallel_for(std::size_t count, std::size_t cost, const std::function<void(std::size_t, std::size_t)>& f) {
+  const std::size_t threads = std::min(parallel_threads(), count);
+  if (threads <= 1 || count * cost < min_parallel_work) {
+    if (count > 0) f(0, count);
+    return;
+  }
+  static Pool pool;
+  std::lock_guard<std::mutex> lock(pool_use);
+  pool.run(count, threads, f);
+}
+
+}  // namespace xgrad::detail

@@ -1,0 +1,21 @@
+// Splitting the element-wise passes of ops (softmax rows, scale) over threads.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace xgrad::detail {
+
+// Calls f(begin, end) on contiguous chunks covering [0, count), one chunk per thread, when the
+// work (count * cost, in elements touched) is worth waking threads for; else f(0, count) on the
+// calling thread. f must be safe to run on disjoint chunks at once and must not throw.
+// Threads: as many as OpenBLAS is set to use (OPENBLAS_NUM_THREADS, openblas_set_num_threads),
+// so one setting governs both. The workers sleep on a condition variable between jobs: they do
+// not spin beside OpenBLAS's threads. Results do not depend on the thread count: each element
+// is computed by one thread, by the same code.
+void parallel_for(std::size_t count, std::size_t cost, const std::function<void(std::size_t, std::size_t)>& f);
+
+// The number of threads parallel_for uses (at least 1).
+std::size_t parallel_threads();
+
+}  // namespace xgrad::detail
