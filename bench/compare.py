@@ -25,7 +25,7 @@ Run it with Debian's interpreter (numpy 1.24; PyTorch from the python3-torch pac
     /usr/bin/python3 bench/compare.py                      # everything (takes a while)
     /usr/bin/python3 bench/compare.py --quick --shapes 2x2x1x2,128x128x64x64 --threads 1,2
     /usr/bin/python3 bench/compare.py --xgrad-json xgrad.json --out table.md
-    build/bench/xgrad_bench --benchmark_out=xgrad.json --benchmark_out_format=json
+    build/bench/xgrad_bench --benchmark_repetitions=5 --benchmark_out=xgrad.json --benchmark_out_format=json
 
 How it measures:
   * Every (impl, mode, dtype, shape, threads) runs in its own fresh subprocess (the script runs
@@ -61,8 +61,10 @@ such as build_fwd_bwd). Their `/ GEMMs` is xgrad's own "ratio" counter, their pe
 "peak_extra_M" counter. Other names are ignored. Options --dtypes, --shapes, --threads and
 --modes, when given, filter xgrad's rows too. `--impls none` only tabulates xgrad's rows.
 
-The header gives the load average at start and end (the machine may be shared) and the measured cost
-of a first touch of a fresh 4 KiB page: on some VMs it is ~100x that of bare metal, and it dominates
+The header gives the load average at start and end, and how many CPUs other processes kept busy
+during the measurements (the machine's busy time in /proc/stat, less the worker's own CPU time):
+measurements during which they kept more than 0.25 CPU busy are listed as suspect. It also gives the
+measured cost of a first touch of a fresh 4 KiB page: on some VMs it is ~100x that of bare metal, and it dominates
 implementations that allocate their T_q x T_k temporaries on every call (numpy only asks for huge
 pages from 4 MiB up; PyTorch 1.13 never does).
 
@@ -378,6 +380,22 @@ def worker_check(args):
 # ----------------------------------------------------------------------------------------------
 # The driver.
 
+def busy_cpu_seconds():
+    """CPU seconds the whole machine has spent busy (or stolen by the hypervisor), from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return float("nan")
+
+
+def children_cpu_seconds():
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_worker(argv, threads, torch_pool):
     env = dict(os.environ)
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -385,12 +403,17 @@ def run_worker(argv, threads, torch_pool):
     if torch_pool and threads > 1:
         env["OMP_WAIT_POLICY"] = "passive"
     cmd = [sys.executable, os.path.abspath(__file__), "--worker"] + argv
+    busy, own, start = busy_cpu_seconds(), children_cpu_seconds(), time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    # CPUs other processes kept busy meanwhile, on average: the machine's busy time not spent by the worker.
+    other = ((busy_cpu_seconds() - busy) - (children_cpu_seconds() - own)) / (time.perf_counter() - start)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         return {"error": f"worker exited with {proc.returncode}: {tail}"}
-    return json.loads(lines[-1])
+    result = json.loads(lines[-1])
+    result["other_cpus"] = max(0.0, other)
+    return result
 
 
 def read_xgrad(path):
@@ -565,7 +588,7 @@ def main():
                      + (" — all within tolerance." if all(c["ok"] for c in info["checks"]) else "."))
 
     # Measurements: one fresh process per (dtype, shape, threads, mode, impl).
-    results = {}
+    results, header_extra = {}, []
     jobs = [(d, s, t, m, i) for d in dtypes for s in shapes for t in threads_list for m in modes for i in impls]
     for n, (d, s, t, m, i) in enumerate(jobs, 1):
         r = run_worker(["time", "--impl", i, "--mode", m, "--dtype", d, "--shape", shape_str(s),
@@ -579,7 +602,7 @@ def main():
         results[(d, s, t, m, i)] = r
         log(f"[{n}/{len(jobs)}] {i} {m} {d} {shape_str(s)} threads {t}: {fmt_time(r['time'])} "
             f"(GEMMs {fmt_time(r['gemm_time'])}, {r['reps']} x {r['calls']} calls), "
-            f"+{r['extra_kib'] / 1024:.1f} MiB")
+            f"+{r['extra_kib'] / 1024:.1f} MiB, other processes {r['other_cpus']:.2f} CPUs")
 
     grew = [f"{i} {m} {d} {shape_str(s)} t{t} {fmt_num(r['extra_kib_runs'][0] * 1024 / (s[0] * s[1] * ITEMSIZE[d]))}"
             f" -> {fmt_num(r['extra_kib'] * 1024 / (s[0] * s[1] * ITEMSIZE[d]))}"
@@ -588,6 +611,16 @@ def main():
     if grew:
         notes.append("Peak extra grew after the first call (freed memory kept by glibc's heap and not reused; "
                      "the table has the peak after all calls), in M, first call -> all calls: " + "; ".join(grew) + ".")
+
+    busy = [f"{i} {m} {d} {shape_str(s)} t{t} ({r['other_cpus']:.1f})"
+            for (d, s, t, m, i), r in results.items() if r["other_cpus"] > 0.25]
+    if busy:
+        notes.append(f"Other processes kept more than 0.25 CPU busy on average (of {os.cpu_count()}) during "
+                     f"{len(busy)} of {len(results)} measurements, which are suspect: " + "; ".join(busy) + ".")
+    if results:
+        others = [r["other_cpus"] for r in results.values()]
+        header_extra.append(f"Other processes kept {sum(others) / len(others):.2f} CPUs busy on average during "
+                            f"the measurements (at most {max(others):.2f} during one).")
 
     # Rows: (sort key, cells). Cells: impl, mode, dtype, shape, threads, time, ratio, peak M.
     rows = []
@@ -614,7 +647,6 @@ def main():
                     if r is not None:
                         add_row("numpy GEMMs", "gemms_" + m, d, s, t, r["gemm_time"], 1.0, None, "numpy GEMMs")
 
-    header_extra = []
     if args.xgrad_json:
         xrows, ignored, context = read_xgrad(args.xgrad_json)
         kept = 0
