@@ -61,11 +61,13 @@ void for_each_row(const Rows& r, F&& f) {
   }
 }
 
-// for_each_row with the rows split over threads (ops/parallel.hpp): f must only write its row.
+// f(offset, n, stride) for every row of an array of `shape` along `axis`, the rows split over
+// threads (ops/parallel.hpp): the forward of the row ops. f must only write its own row.
 template <class F>
-void parallel_for_each_row(const Rows& r, F&& f) {
+void parallel_for_each_row(const Shape& shape, long axis, F&& f) {
+  const Rows r = rows_along(shape, normalize_axis(axis, shape));
   parallel_for(r.outer * r.inner, r.n, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t row = begin; row < end; ++row) f((row / r.inner) * r.n * r.inner + row % r.inner, r.inner);
+    for (std::size_t row = begin; row < end; ++row) f((row / r.inner) * r.n * r.inner + row % r.inner, r.n, r.inner);
   });
 }
 

@@ -43,13 +43,12 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const Shape shape(y.shape().begin(), y.shape().end());
-    const detail::Rows rows = detail::rows_along(shape, detail::normalize_axis(m_axis, shape));
     const T* src = x[0]->data();
     T* dst = y.data();
-    detail::parallel_for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
-      softmax_row(src + offset, dst + offset, rows.n, stride);
-    });
+    detail::parallel_for_each_row(Shape(y.shape().begin(), y.shape().end()), m_axis,
+                                  [&](std::size_t offset, std::size_t n, std::size_t stride) {
+                                    softmax_row(src + offset, dst + offset, n, stride);
+                                  });
   }
 
   template <class T>

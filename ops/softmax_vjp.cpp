@@ -44,14 +44,13 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& z) const {
-    const Shape shape(z.shape().begin(), z.shape().end());
-    const detail::Rows rows = detail::rows_along(shape, detail::normalize_axis(m_axis, shape));
     const T* y = x[0]->data();
     const T* g = x[1]->data();
     T* dst = z.data();
-    detail::parallel_for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
-      softmax_vjp_row(y + offset, g + offset, dst + offset, rows.n, stride);
-    });
+    detail::parallel_for_each_row(Shape(z.shape().begin(), z.shape().end()), m_axis,
+                                  [&](std::size_t offset, std::size_t n, std::size_t stride) {
+                                    softmax_vjp_row(y + offset, g + offset, dst + offset, n, stride);
+                                  });
   }
 
   template <class T>
