@@ -35,7 +35,7 @@ void check_backward_args(const Var<T>& y, const std::vector<Var<T>>& xs, const S
 
 template <class T>
 std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
-                             const Accumulate<T>& accumulate) {
+                             const Accumulate<T>& accumulate, bool through_xs) {
   if (!y.valid()) throw error("grad: y is an empty Var");
   Graph<T>& g = y.graph();
   check_same_graph(g, grad_out, "grad_out");
@@ -44,9 +44,9 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
 
   // depends[i]: node i is some x or is computed from one; only such nodes need a gradient.
   const std::size_t n = y.id() + 1;
-  std::vector<char> depends(n, 0);
+  std::vector<char> depends(n, 0), is_x(n, 0);
   for (const auto& x : xs) {
-    if (x.id() < n) depends[x.id()] = 1;
+    if (x.id() < n) depends[x.id()] = is_x[x.id()] = 1;
   }
   for (std::size_t i = 0; i < n; ++i) {
     for (auto in : g.node(i).inputs) depends[i] = depends[i] || depends[in];
@@ -56,7 +56,7 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
   grads[y.id()] = grad_out;
   for (std::size_t i = n; i-- > 0;) {
     const Node<T>& node = g.node(i);  // stays valid: the graph's deque does not move nodes
-    if (!grads[i].valid() || node.is_leaf()) continue;
+    if (!grads[i].valid() || node.is_leaf() || (is_x[i] && !through_xs)) continue;
     std::vector<bool> wanted(node.inputs.size());
     std::vector<Var<T>> inputs;
     for (std::size_t j = 0; j < node.inputs.size(); ++j) {
@@ -116,8 +116,8 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
 template void check_backward_args(const Var<float>&, const std::vector<Var<float>>&, const Shape&);
 template void check_backward_args(const Var<double>&, const std::vector<Var<double>>&, const Shape&);
 template std::vector<Var<float>> backward(const Var<float>&, const std::vector<Var<float>>&,
-                                          const Var<float>&, const Accumulate<float>&);
+                                          const Var<float>&, const Accumulate<float>&, bool);
 template std::vector<Var<double>> backward(const Var<double>&, const std::vector<Var<double>>&,
-                                           const Var<double>&, const Accumulate<double>&);
+                                           const Var<double>&, const Accumulate<double>&, bool);
 
 }  // namespace xgrad

@@ -23,8 +23,11 @@ using Accumulate = std::function<Var<T>(const Var<T>&, const Var<T>&)>;
 template <class T>
 void check_backward_args(const Var<T>& y, const std::vector<Var<T>>& xs, const Shape& grad_out_shape);
 
+// With through_xs false, the walk stops at the xs: a gradient reaching an x is not passed on to
+// the nodes it is computed from, so each result is the partial derivative with the xs taken as
+// independent variables (a VJP rule built of nodes needs that when one input feeds another).
 template <class T>
 std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
-                             const Accumulate<T>& accumulate);
+                             const Accumulate<T>& accumulate, bool through_xs = true);
 
 }  // namespace xgrad

@@ -5,8 +5,10 @@
 
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/common.hpp>
+#include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/transpose.hpp>
 
@@ -54,17 +56,22 @@ void check_attention_inputs(const Var<T>& q, const Var<T>& k, const Var<T>& v) {
   if (d_k == 0) throw error("attention: d_k = 0, the scale 1/sqrt(d_k) is undefined: " + all);
 }
 
+template <class T>
+double checked_scale(const Var<T>& q, std::optional<double> alpha) {
+  if (alpha && !std::isfinite(*alpha)) {
+    throw error("attention: the scale must be finite, got " + number_str(*alpha));
+  }
+  return alpha.value_or(1.0 / std::sqrt(static_cast<double>(q.value().shape().back())));
+}
+
 // The spec's three steps, with the mask's -inf added to the scores when there is one. Every
 // check is made before the first node is built.
 template <class T>
 AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha,
                                   const xt::xarray<bool>* mask) {
   check_attention_inputs(q, k, v);
-  if (alpha && !std::isfinite(*alpha)) {
-    throw error("attention: the scale must be finite, got " + number_str(*alpha));
-  }
+  const double factor = checked_scale(q, alpha);
   const auto& qs = q.value().shape();
-  const double d_k = static_cast<double>(qs.back());
   if (mask) {
     Shape scores(qs.begin(), qs.end() - 1);
     scores.push_back(k.value().shape()[k.value().dimension() - 2]);
@@ -76,7 +83,7 @@ AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>
   AttentionNodes<T> a;
   // (scale q) k^T: the scale multiplies q, T_q x d_k numbers, not the T_q x T_k scores, which
   // saves a pass over the scores forward and backward and a T_q x T_k array at each end.
-  const Var<T> scaled_q = scale(q, alpha.value_or(1.0 / std::sqrt(d_k)));  // one statement per node: ids in order
+  const Var<T> scaled_q = scale(q, factor);  // one statement per node: ids in order
   a.scores = matmul(scaled_q, transpose(k));
   Var<T> logits = a.scores;
   if (mask) {
@@ -99,6 +106,14 @@ template <class T>
 AttentionNodes<T> masked_attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v,
                                          const xt::xarray<bool>& mask, std::optional<double> alpha) {
   return build_attention(q, k, v, alpha, &mask);
+}
+
+template <class T>
+Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
+  check_attention_inputs(q, k, v);
+  const double factor = checked_scale(q, alpha);
+  const Var<T> packed = flash_attention(q, k, v, factor);
+  return slice(packed, -1, 0, v.value().shape().back());
 }
 
 xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k) {
@@ -132,6 +147,8 @@ template AttentionNodes<float> attention_nodes(const Var<float>&, const Var<floa
                                                std::optional<double>);
 template AttentionNodes<double> attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&,
                                                 std::optional<double>);
+template Var<float> fused_attention(const Var<float>&, const Var<float>&, const Var<float>&, std::optional<double>);
+template Var<double> fused_attention(const Var<double>&, const Var<double>&, const Var<double>&, std::optional<double>);
 template AttentionNodes<float> masked_attention_nodes(const Var<float>&, const Var<float>&, const Var<float>&,
                                                       const xt::xarray<bool>&, std::optional<double>);
 template AttentionNodes<double> masked_attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&,

@@ -37,14 +37,30 @@ template <class T>
 AttentionNodes<T> attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v,
                                   std::optional<double> scale = std::nullopt);
 
+// Which nodes attention() builds; both compute the same out and gradients (within rounding).
+enum class AttentionImpl {
+  // The five nodes above: every intermediate (scores, weights, their gradients) is a node value
+  // to inspect. Memory O(T_q T_k). The default and the reference.
+  composed,
+  // packed = flash_attention(q, k, v, scale) and out = slice(packed, -1, 0, d_v) (ops/
+  // flash_attention.hpp): tiles with an online softmax, forward and backward, so no T_q x T_k
+  // array is ever held. Memory O((T_q + T_k) d) per batch index; no scores or weights to inspect.
+  fused,
+};
+
+// Fused attention: the nodes of AttentionImpl::fused. Same checks and messages as attention.
 template <class T>
-Var<T> attention(const Var<T>& q, const Var<T>& k, const Var<T>& v) {
-  return attention_nodes(q, k, v).output;
+Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> scale = std::nullopt);
+
+template <class T>
+Var<T> attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, AttentionImpl impl = AttentionImpl::composed) {
+  return impl == AttentionImpl::fused ? fused_attention(q, k, v) : attention_nodes(q, k, v).output;
 }
 
 template <class T>
-Var<T> attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale) {
-  return attention_nodes(q, k, v, scale).output;
+Var<T> attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale,
+                 AttentionImpl impl = AttentionImpl::composed) {
+  return impl == AttentionImpl::fused ? fused_attention(q, k, v, scale) : attention_nodes(q, k, v, scale).output;
 }
 
 // Masked attention: out = softmax(scale * q k^T + M) v, M = 0 where mask is true (the query

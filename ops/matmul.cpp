@@ -8,10 +8,9 @@
 #include <algorithm>
 #include <climits>
 
-#include <xtensor-blas/xblas.hpp>
-
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
+#include <xgrad/ops/gemm.hpp>
 
 namespace xgrad {
 
@@ -58,18 +57,9 @@ class MatmulOp final : public OpFor<MatmulOp> {
     const Shape bs(b.shape().begin(), b.shape().end());
     const Dims d = dims(as, bs);
     const std::size_t batch = y.size() / std::max<std::size_t>(d.m * d.n, 1);
-    if (d.m == 0 || d.n == 0) return;
-    if (d.k == 0) {  // an empty sum; BLAS rejects a zero leading dimension
-      std::fill(y.begin(), y.end(), T(0));
-      return;
-    }
-    const int m = static_cast<int>(d.m), n = static_cast<int>(d.n), k = static_cast<int>(d.k);
-    const int lda = static_cast<int>(as.back()), ldb = static_cast<int>(bs.back());
     for (std::size_t i = 0; i < batch; ++i) {
-      cxxblas::gemm(cxxblas::RowMajor, m_ta ? cxxblas::Trans : cxxblas::NoTrans,
-                    m_tb ? cxxblas::Trans : cxxblas::NoTrans, m, n, k, T(1),
-                    a.data() + i * d.m * d.k, lda, b.data() + i * d.k * d.n, ldb, T(0),
-                    y.data() + i * d.m * d.n, n);
+      detail::gemm(m_ta, m_tb, d.m, d.n, d.k, T(1), a.data() + i * d.m * d.k, as.back(), b.data() + i * d.k * d.n,
+                   bs.back(), T(0), y.data() + i * d.m * d.n, d.n);
     }
   }
 

@@ -5,14 +5,17 @@
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/pad.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/relu.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
 #include <xgrad/ops/sum.hpp>
@@ -33,14 +36,18 @@ const Entry registry[] = {
     {"add", make_add_op},
     {"apply_mask", make_apply_mask_op},
     {"broadcast_to", make_broadcast_to_op},
+    {"flash_attention", make_flash_attention_op},
+    {"flash_attention_vjp", make_flash_attention_vjp_op},
     {"log_softmax", make_log_softmax_op},
     {"matmul", make_matmul_op},
     {"mean", make_mean_op},
     {"mul", make_mul_op},
+    {"pad", make_pad_op},
     {"permute", make_permute_op},
     {"relu", make_relu_op},
     {"reshape", make_reshape_op},
     {"scale", make_scale_op},
+    {"slice", make_slice_op},
     {"softmax", make_softmax_op},
     {"softmax_vjp", make_softmax_vjp_op},
     {"sum", make_sum_op},

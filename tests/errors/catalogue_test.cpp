@@ -152,6 +152,11 @@ std::vector<Row> rows() {
       {"O18", "mean", "an axis given twice", Kind::error, [] { Fixture x; mean(x.q, {0, 0}); }, {"mean (node", "axis 0 is repeated in the axes of x (2, 3)"}},
       {"O19", "log_softmax", "axis out of range", Kind::error, [] { Fixture x; log_softmax(x.q, 2); }, {"log_softmax (node", "axis 2 is out of range", "(2, 3)"}},
       {"O20", "log_softmax", "an empty axis", Kind::error, [] { Fixture x; auto e = x.g.input("e", z({2, 0})); log_softmax(e); }, {"log_softmax (node", "(2, 0)", "empty"}},
+      {"O21", "slice", "an axis out of range (rank 0 has none)", Kind::error, [] { Fixture x; slice(x.q, 2, 0, 1); }, {"slice (node", "axis 2 is out of range for a (2, 3) input"}},
+      {"O22", "slice", "begin after end", Kind::error, [] { Fixture x; slice(x.q, 1, 2, 1); }, {"slice (node", "begin 2 is after end 1 on axis 1 of x (2, 3)"}},
+      {"O23", "slice", "end past the axis", Kind::error, [] { Fixture x; slice(x.q, -1, 1, 4); }, {"slice (node", "end 4 is past axis -1 of x (2, 3), of length 3"}},
+      {"O24", "pad", "an axis out of range (rank 0 has none)", Kind::error, [] { Fixture x; pad(x.q, -3, 1, 1); }, {"pad (node", "axis -3 is out of range for a (2, 3) input"}},
+      {"O25", "pad", "a result of too many elements", Kind::error, [] { Fixture x; pad(x.q, 1, std::size_t(1) << 27, 0); }, {"pad (node", "padding axis 1 of x (2, 3) by 134217728 before and 0 after", "more than 268435456 elements"}},
       // attention.
       {"A01", "attention", "rank < 2", Kind::error, [] { Fixture x; attention(x.flat, x.k, x.v); }, {"rank >= 2", "q (node 3) is (3,)"}},
       {"A02", "attention", "batch axes differ", Kind::error, [] { Fixture x; auto qb = x.g.input("qb", z({2, 2, 3})); attention(qb, x.k, x.v); }, {"batch axes differ", "(2, 2, 3)", "(4, 3)"}},

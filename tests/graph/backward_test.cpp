@@ -1,5 +1,7 @@
 #include "../check.hpp"
 
+#include <xgrad/graph/backward.hpp>
+
 using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::check_gradients;
@@ -26,6 +28,22 @@ BOOST_AUTO_TEST_CASE(contributions_to_a_reused_node_are_summed) {
   const auto y = add(mul(x, x), scale(x, 3.0));
   const xt::xarray<double> expected = {{5, -1, 4}};
   BOOST_TEST(grad(y, {x})[0].value() == expected);
+}
+
+BOOST_AUTO_TEST_CASE(the_walk_can_stop_at_the_xs) {
+  // y = b * a with b = 2 a. Through b: dy/da = b + 2 a = 4 a. Stopping at b, a partial: dy/da = b.
+  Graph<double> g;
+  const auto a = g.input("a", {{1, -2, 0.5}});
+  const auto b = scale(a, 2.0);
+  const auto y = mul(b, a);
+  const auto ones = g.constant("ones", xt::ones<double>({1, 3}));
+  const Accumulate<double> sum = [](const Var<double>& l, const Var<double>& r) { return add(l, r); };
+  const auto total = xgrad::backward(y, {a, b}, ones, sum);
+  const auto partial = xgrad::backward(y, {a, b}, ones, sum, false);
+  BOOST_TEST(total[0].value() == (xt::xarray<double>{{4, -8, 2}}));
+  BOOST_TEST(partial[0].value() == (xt::xarray<double>{{2, -4, 1}}));
+  BOOST_TEST(total[1].value() == a.value());
+  BOOST_TEST(partial[1].value() == a.value());
 }
 
 BOOST_AUTO_TEST_CASE(gradients_say_whose_gradient_they_are) {

@@ -180,6 +180,106 @@ Ref ref_log_softmax(const Ref& x, long axis) {
   return y;
 }
 
+Ref ref_slice(const Ref& x, std::size_t axis, std::size_t begin, std::size_t end) {
+  Ref y{x.shape, {}};
+  y.shape[axis] = end - begin;
+  for (std::size_t f = 0; f < count(y.shape); ++f) {
+    auto i = unravel(f, y.shape);
+    i[axis] += begin;
+    y.data.push_back(x.data[ravel(i, x.shape)]);
+  }
+  return y;
+}
+
+Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t after) {
+  Ref y{x.shape, {}};
+  y.shape[axis] += before + after;
+  for (std::size_t f = 0; f < count(y.shape); ++f) {
+    auto i = unravel(f, y.shape);
+    const bool inside = i[axis] >= before && i[axis] < before + x.shape[axis];
+    i[axis] -= inside ? before : 0;
+    y.data.push_back(inside ? x.data[ravel(i, x.shape)] : 0.0);
+  }
+  return y;
+}
+
+// Attention per batch index, in plain loops: packed [out | lse] (flash_attention) and, given
+// grad_packed, the gradients [q | k | v] flattened (flash_attention_vjp).
+struct RefAttention {
+  std::size_t batch, t_q, t_k, d_k, d_v;
+  RefAttention(const Ref& q, const Ref& k, const Ref& v)
+      : batch(count(Shape(q.shape.begin(), q.shape.end() - 2))), t_q(q.shape[q.shape.size() - 2]),
+        t_k(k.shape[k.shape.size() - 2]), d_k(q.shape.back()), d_v(v.shape.back()) {}
+  // The weights of batch index b, row i.
+  std::vector<double> weights(const Ref& q, const Ref& k, double alpha, std::size_t b, std::size_t i, double* lse) const {
+    std::vector<double> w(t_k);
+    double max = -INFINITY, sum = 0;
+    for (std::size_t j = 0; j < t_k; ++j) {
+      double s = 0;
+      for (std::size_t l = 0; l < d_k; ++l) s += q.data[(b * t_q + i) * d_k + l] * k.data[(b * t_k + j) * d_k + l];
+      w[j] = alpha * s;
+      max = std::max(max, w[j]);
+    }
+    for (auto& x : w) sum += (x = std::exp(x - max));
+    for (auto& x : w) x /= sum;
+    *lse = max + std::log(sum);
+    return w;
+  }
+};
+
+Ref ref_flash_attention(const Ref& q, const Ref& k, const Ref& v, double alpha) {
+  const RefAttention a(q, k, v);
+  Ref y{Shape(q.shape.begin(), q.shape.end() - 1), {}};
+  y.shape.push_back(a.d_v + 1);
+  for (std::size_t b = 0; b < a.batch; ++b) {
+    for (std::size_t i = 0; i < a.t_q; ++i) {
+      double lse = 0;
+      const auto w = a.weights(q, k, alpha, b, i, &lse);
+      for (std::size_t c = 0; c < a.d_v; ++c) {
+        double o = 0;
+        for (std::size_t j = 0; j < a.t_k; ++j) o += w[j] * v.data[(b * a.t_k + j) * a.d_v + c];
+        y.data.push_back(o);
+      }
+      y.data.push_back(lse);
+    }
+  }
+  return y;
+}
+
+Ref ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& v, const Ref& gp, double alpha) {
+  const RefAttention a(q, k, v);
+  const std::size_t nq = a.t_q * a.d_k, nk = a.t_k * a.d_k, n = nq + nk + a.t_k * a.d_v, ldp = a.d_v + 1;
+  Ref y{Shape(q.shape.begin(), q.shape.end() - 2), std::vector<double>(a.batch * n, 0.0)};
+  y.shape.push_back(n);
+  for (std::size_t b = 0; b < a.batch; ++b) {
+    double* gq = &y.data[b * n];
+    double* gk = gq + nq;
+    double* gv = gk + nk;
+    for (std::size_t i = 0; i < a.t_q; ++i) {
+      double lse = 0;
+      const auto w = a.weights(q, k, alpha, b, i, &lse);
+      const double* g = &gp.data[(b * a.t_q + i) * ldp];
+      std::vector<double> dw(a.t_k);
+      double dot = 0;
+      for (std::size_t j = 0; j < a.t_k; ++j) {
+        for (std::size_t c = 0; c < a.d_v; ++c) {
+          dw[j] += g[c] * v.data[(b * a.t_k + j) * a.d_v + c];
+          gv[j * a.d_v + c] += w[j] * g[c];
+        }
+        dot += dw[j] * w[j];
+      }
+      for (std::size_t j = 0; j < a.t_k; ++j) {
+        const double ds = alpha * w[j] * (dw[j] - dot + g[a.d_v]);
+        for (std::size_t l = 0; l < a.d_k; ++l) {
+          gq[i * a.d_k + l] += ds * k.data[(b * a.t_k + j) * a.d_k + l];
+          gk[j * a.d_k + l] += ds * q.data[(b * a.t_q + i) * a.d_k + l];
+        }
+      }
+    }
+  }
+  return y;
+}
+
 // A random graph and, node by node, its reference values.
 class RandomGraph {
  public:
@@ -240,10 +340,10 @@ class RandomGraph {
     const Shape s(x.value().shape().begin(), x.value().shape().end());
     const Ref rx = m_refs[x.id()];  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    std::size_t op = pick(0, 15);
-    if (r < 2 && op < 2) op = 2;  // matmul and transpose need rank >= 2
-    // A scalar (from a full sum): no axis to normalise, sum to, or mask; broadcast it instead.
-    if (r == 0 && (op == 3 || op == 4 || op == 7 || op == 9 || op == 15)) op = 8;
+    std::size_t op = pick(0, 19);
+    if (r < 2 && (op < 2 || op >= 18)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
+    // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
+    if (r == 0 && (op == 3 || op == 4 || op == 7 || op == 9 || op >= 15)) op = 8;
     switch (op) {
       case 0: {  // matmul, with random transpose flags
         const bool ta = pick(0, 1), tb = pick(0, 1);
@@ -354,6 +454,34 @@ class RandomGraph {
       case 15: {
         const long axis = static_cast<long>(pick(0, r - 1)) - (pick(0, 1) ? static_cast<long>(r) : 0);
         return add_ref(log_softmax(x, axis), ref_log_softmax(rx, axis));
+      }
+      case 16: {  // slice: a non-empty range of one axis (an empty one would leave softmax no row)
+        const std::size_t a = pick(0, r - 1), begin = pick(0, s[a] - 1), end = pick(begin + 1, s[a]);
+        const long axis = static_cast<long>(a) - (pick(0, 1) ? static_cast<long>(r) : 0);
+        return add_ref(slice(x, axis, begin, end), ref_slice(rx, a, begin, end));
+      }
+      case 17: {  // pad: up to 2 zeros on either side of one axis
+        const std::size_t a = pick(0, r - 1), before = pick(0, 2), after = pick(0, 2);
+        const long axis = static_cast<long>(a) - (pick(0, 1) ? static_cast<long>(r) : 0);
+        return add_ref(pad(x, axis, before, after), ref_pad(rx, a, before, after));
+      }
+      case 18:
+      case 19: {  // flash_attention with x as q, and with 19 its VJP for a random grad_packed
+        const Shape lead(s.begin(), s.end() - 2);
+        const std::size_t t_k = pick(1, 3);
+        Shape ks = lead, vs = lead;
+        ks.insert(ks.end(), {t_k, s[r - 1]});
+        vs.insert(vs.end(), {t_k, pick(1, 3)});
+        const Var<double> k = node_or_leaf_like(ks);
+        const Var<double> v = node_or_leaf_like(vs);
+        const Ref rk = m_refs[k.id()], rv = m_refs[v.id()];
+        const double alpha = std::uniform_real_distribution<double>(0.2, 1.5)(m_rng);
+        const Var<double> packed = flash_attention(x, k, v, alpha);
+        add_ref(packed, ref_flash_attention(rx, rk, rv, alpha));
+        if (op == 18) return;
+        const Var<double> gp = node_or_leaf_like(Shape(packed.value().shape().begin(), packed.value().shape().end()));
+        const Ref rg = m_refs[gp.id()];
+        return add_ref(flash_attention_vjp(x, k, v, packed, gp, alpha), ref_flash_attention_vjp(rx, rk, rv, rg, alpha));
       }
       default: {  // broadcast a size-1 axis or a new leading axis
         Shape to = s;

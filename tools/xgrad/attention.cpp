@@ -11,7 +11,8 @@ namespace xgrad::tool {
 namespace {
 
 const char* const help =
-    "usage: xgrad attention --q Q --k K --v V [--grad-output G] [--dtype float32|float64] [--out DIR]\n"
+    "usage: xgrad attention --q Q --k K --v V [--grad-output G] [--dtype float32|float64]\n"
+    "                       [--impl composed|fused] [--out DIR]\n"
     "\n"
     "Computes out = softmax(q k^T / sqrt(d_k)) v and the gradients of sum(grad_output * out)\n"
     "w.r.t. q, k and v. Arrays are .npy or .json files (nested arrays), by extension:\n"
@@ -20,6 +21,8 @@ const char* const help =
     "  --grad-output G   the gradient w.r.t. the output (default: ones, the gradient of sum(out))\n"
     "  --dtype D         compute in float32 or float64 (default: the dtype of the input files;\n"
     "                    JSON files are float64)\n"
+    "  --impl I          composed (default): the spec's nodes; fused: one flash_attention node,\n"
+    "                    memory O((T_q + T_k) d), same results within rounding\n"
     "  --out DIR         write output.npy, grad_q.npy, grad_k.npy, grad_v.npy in DIR (created if\n"
     "                    missing); without it, print one JSON object\n"
     "                    {\"output\": ..., \"grad_q\": ..., \"grad_k\": ..., \"grad_v\": ...} to stdout.\n"
@@ -27,7 +30,8 @@ const char* const help =
     "\n"
     "The four files are written whole or not at all, and never over an input file. JSON cannot\n"
     "show the shape of an empty array beyond its first empty axis ([] for (0, 1, 2)); --out can.\n"
-    "Inputs whose T_q x T_k score arrays (times the batch) exceed 2^26 elements are refused.\n"
+    "With --impl composed, inputs whose T_q x T_k score arrays (times the batch) exceed 2^26\n"
+    "elements are refused.\n"
     "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
 
 template <class T>
@@ -66,7 +70,7 @@ int run_attention(const Options& o, const AttentionInputs& in) {
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--q", true}, {"--k", true}, {"--v", true}, {"--dtype", true},
-                         {"--grad-output", true}, {"--out", true}});
+                         {"--impl", true}, {"--grad-output", true}, {"--out", true}});
   const AttentionInputs in = attention_inputs(o, false);
   return with_dtype(in.dtype, [&](auto tag) { return run_attention<decltype(tag)>(o, in); });
 }

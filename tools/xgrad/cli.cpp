@@ -120,8 +120,9 @@ AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
     }
   }
   in.dtype = o.choice("--dtype", {"float32", "float64"}, in.dtype);
-  // The T_q x T_k arrays the graph will hold, before anything allocates them.
-  if (in.q.dimension() >= 2 && in.k.dimension() >= 2) {
+  in.impl = o.choice("--impl", {"composed", "fused"}, "composed") == "fused" ? AttentionImpl::fused : AttentionImpl::composed;
+  // The T_q x T_k arrays the composed graph will hold, before anything allocates them.
+  if (in.impl == AttentionImpl::composed && in.q.dimension() >= 2 && in.k.dimension() >= 2) {
     Shape scores(in.q.shape().begin(), in.q.shape().end() - 1);
     scores.push_back(in.k.shape()[in.k.dimension() - 2]);
     if (!bounded_size(scores, max_scores_elements)) {
@@ -153,7 +154,7 @@ void build_attention(const AttentionInputs& in, AttentionGraph<T>& a) {
   a.q = a.graph.input("q", to_dtype<T>(in.q, name(0, "q")));
   a.k = a.graph.input("k", to_dtype<T>(in.k, name(1, "k")));
   a.v = a.graph.input("v", to_dtype<T>(in.v, name(2, "v")));
-  a.out = naming(in.origin, [&] { return attention(a.q, a.k, a.v); });
+  a.out = naming(in.origin, [&] { return attention(a.q, a.k, a.v, in.impl); });
 }
 
 template xt::xarray<float> to_dtype(const xt::xarray<double>&, const std::string&);

@@ -53,6 +53,7 @@ struct AttentionInputs {
   std::string dtype;
   xt::xarray<double> q, k, v;
   std::vector<std::string> files;  // q, k, v files read, never to be overwritten
+  AttentionImpl impl = AttentionImpl::composed;  // --impl composed|fused
 
   // "q.json, k.json, v.json" or "--shape 2,3,4,5": where the inputs came from, for messages.
   std::string origin;
@@ -61,7 +62,7 @@ AttentionInputs attention_inputs(const Options& options, bool allow_shape);
 
 // The options attention_inputs reads.
 inline constexpr std::initializer_list<OptionSpec> input_options = {
-    {"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true}, {"--dtype", true}};
+    {"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true}, {"--dtype", true}, {"--impl", true}};
 
 // `values` in T; xgrad::error naming `what` if a finite value is outside T's range.
 template <class T>
@@ -72,7 +73,7 @@ struct AttentionGraph {
   Graph<T> graph;
   Var<T> q, k, v, out;
 };
-// Builds q, k, v inputs (named so) and out = attention(q, k, v) in `a`; errors name the inputs'
+// Builds q, k, v inputs (named so) and out = attention(q, k, v, in.impl) in `a`; errors name the inputs'
 // origin: "q.json, k.json, v.json: attention: d_k differs: ...".
 template <class T>
 void build_attention(const AttentionInputs& in, AttentionGraph<T>& a);

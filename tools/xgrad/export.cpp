@@ -12,7 +12,8 @@ namespace {
 
 const char* const help =
     "usage: xgrad export (--q Q --k K --v V | --shape TQ,TK,DK,DV [--seed N]) [--dtype float32|float64]\n"
-    "                    [--format json|dot] [--values none|inputs|all] [--no-backward] [-o FILE]\n"
+    "                    [--impl composed|fused] [--format json|dot] [--values none|inputs|all]\n"
+    "                    [--no-backward] [-o FILE]\n"
     "\n"
     "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
     "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out.\n"
@@ -21,6 +22,8 @@ const char* const help =
     "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal\n"
     "  --seed N            seed of the random inputs (default 0)\n"
     "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
+    "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
+    "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
     "  --format F          json (default): the xgrad-graph format, version 1, which `xgrad replay`\n"
     "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg)\n"
     "  --values V          JSON only: the node values to include: none, inputs (the leaves, enough\n"
@@ -64,7 +67,7 @@ int run_export(const Options& o, const AttentionInputs& in) {
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true},
-                         {"--dtype", true}, {"--format", true}, {"--values", true}, {"--no-backward", false},
+                         {"--dtype", true}, {"--impl", true}, {"--format", true}, {"--values", true}, {"--no-backward", false},
                          {"-o", true}});
   const AttentionInputs in = attention_inputs(o, true);
   return with_dtype(in.dtype, [&](auto tag) { return run_export<decltype(tag)>(o, in); });

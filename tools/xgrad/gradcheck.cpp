@@ -11,6 +11,7 @@ namespace {
 
 const char* const help =
     "usage: xgrad gradcheck (--q Q --k K --v V | --shape TQ,TK,DK,DV [--seed N]) [--dtype float32|float64]\n"
+    "                       [--impl composed|fused]\n"
     "\n"
     "Checks the gradients of attention w.r.t. q, k and v (the VJPs of the graph) against central\n"
     "finite differences in float64, and prints the worst entry of each input and PASS or FAIL.\n"
@@ -22,6 +23,8 @@ const char* const help =
     "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal\n"
     "  --seed N            seed of the random inputs (default 0)\n"
     "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
+    "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
+    "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
     "\n"
     "exit status: 0 PASS, 1 FAIL, 2 bad usage or input (one line on stderr)\n";
 

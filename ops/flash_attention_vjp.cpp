@@ -1,0 +1,204 @@
+// forward: grads = [grad_q | grad_k | grad_v] per batch index, flattened: the VJP of
+//          flash_attention. With out, lse from packed and g = grad_out, h = grad_lse from
+//          grad_packed: D = rowsum(g * out) - h, then for each tile of keys j and of queries i
+//            P = exp(a Q_i K_j^T - lse_i)           the weights, recomputed
+//            grad_V_j += P^T g_i;  dP = g_i V_j^T;  dS = P * (dP - D_i)
+//            grad_Q_i += a dS K_j;  grad_K_j += a dS^T Q_i
+//          (rowsum(dP * P) = rowsum(g * out), a T_q x d_v pass, not T_q x T_k; and the gradient of
+//          lse w.r.t. the scores is P, hence the - h).
+// VJP:     the composed graph's: the same gradients built from matmul, softmax, softmax_vjp, mul,
+//          add, slice, pad and reshape nodes, differentiated by the ordinary backward pass.
+//          packed gets no contribution: the composition recomputes out and lse from q, k and v.
+//          An input that is also another (k = q) gets its whole gradient once.
+// saves:   nothing beyond its inputs. Scratch: two tiles of weights (P and dS) per call.
+#include <xgrad/ops/flash_attention.hpp>
+
+#include <algorithm>
+#include <limits>
+
+#include <xtensor/xbuilder.hpp>
+
+#include <xgrad/graph/backward.hpp>
+#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/gemm.hpp>
+#include <xgrad/ops/matmul.hpp>
+#include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/pad.hpp>
+#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/reshape.hpp>
+#include <xgrad/ops/row_kernels.hpp>
+#include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/slice.hpp>
+#include <xgrad/ops/softmax.hpp>
+#include <xgrad/ops/softmax_vjp.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_scale = "scale";
+
+// Rows of keys and queries per tile, as in the forward.
+constexpr std::size_t tile_q = 256, tile_k = 512;
+
+// One batch index. y and g are (t_q, d_v + 1); gq, gk, gv are written (not accumulated into).
+template <class T>
+void flash_backward(const T* q, const T* k, const T* v, const T* y, const T* g, T* gq, T* gk, T* gv,
+                    const detail::FlashDims& d, T alpha, T* p, T* ds, T* row_d) {
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  const std::size_t dk = d.d_k, dv = d.d_v, ldy = dv + 1;
+  for (std::size_t i = 0; i < d.t_q; ++i) {
+    row_d[i] = detail::row_dot(g + i * ldy, y + i * ldy, dv, 1) - g[i * ldy + dv];
+  }
+  std::fill(gq, gq + d.t_q * dk, T(0));
+  std::fill(gk, gk + d.t_k * dk, T(0));
+  std::fill(gv, gv + d.t_k * dv, T(0));
+  for (std::size_t j0 = 0; j0 < d.t_k; j0 += tile_k) {
+    const std::size_t bk = std::min(tile_k, d.t_k - j0);
+    for (std::size_t i0 = 0; i0 < d.t_q; i0 += tile_q) {
+      const std::size_t bq = std::min(tile_q, d.t_q - i0);
+      detail::gemm(false, true, bq, bk, dk, alpha, q + i0 * dk, dk, k + j0 * dk, dk, T(0), p, bk);
+      detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t r = begin; r < end; ++r) {
+          const T lse = y[(i0 + r) * ldy + dv];
+          if (lse == minus_inf) {  // a row with every score -inf has weights 0
+            std::fill(p + r * bk, p + (r + 1) * bk, T(0));
+          } else {
+            detail::row_exp(p + r * bk, lse, p + r * bk, bk, 1);
+          }
+        }
+      });
+      detail::gemm(true, false, bk, dv, bq, T(1), p, bk, g + i0 * ldy, ldy, T(1), gv + j0 * dv, dv);
+      detail::gemm(false, true, bq, bk, dv, T(1), g + i0 * ldy, ldy, v + j0 * dv, dv, T(0), ds, bk);
+      detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t r = begin; r < end; ++r) {
+          detail::row_softmax_vjp(p + r * bk, ds + r * bk, row_d[i0 + r], ds + r * bk, bk, 1);
+        }
+      });
+      detail::gemm(false, false, bq, dk, bk, alpha, ds, bk, k + j0 * dk, dk, T(1), gq + i0 * dk, dk);
+      detail::gemm(true, false, bk, dk, bq, alpha, ds, bk, q + i0 * dk, dk, T(1), gk + j0 * dk, dk);
+    }
+  }
+}
+
+class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
+ public:
+  explicit FlashAttentionVjpOp(double scale) : m_scale(scale) {}
+
+  std::string name() const override { return "flash_attention_vjp"; }
+  std::size_t arity() const override { return 5; }
+  Json attrs() const override { return {{key_scale, m_scale}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    detail::check_flash_scale(m_scale);
+    const detail::FlashDims d = detail::flash_dims(x[0], x[1], x[2]);
+    Shape packed = d.batch_axes;
+    packed.push_back(d.t_q);
+    packed.push_back(d.d_v + 1);
+    if (x[3] != packed || x[4] != packed) {
+      throw error("packed is " + shape_str(x[3]) + " and grad_packed is " + shape_str(x[4]) + ", both must be " +
+                  shape_str(packed) + " (B..., T_q, d_v + 1) for q " + shape_str(x[0]) + " and v " + shape_str(x[2]));
+    }
+    Shape y = d.batch_axes;
+    y.push_back(d.grads_size());
+    return y;
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const auto shape = [](const xt::xarray<T>& a) { return Shape(a.shape().begin(), a.shape().end()); };
+    const detail::FlashDims d = detail::flash_dims(shape(*x[0]), shape(*x[1]), shape(*x[2]));
+    const std::size_t bq = std::min(tile_q, d.t_q), bk = std::min(tile_k, d.t_k);
+    std::vector<T> scratch(2 * bq * bk + d.t_q);
+    for (std::size_t b = 0; b < d.batch; ++b) {
+      T* grads = y.data() + b * d.grads_size();
+      T* gk = grads + d.t_q * d.d_k;
+      flash_backward(x[0]->data() + b * d.t_q * d.d_k, x[1]->data() + b * d.t_k * d.d_k, x[2]->data() + b * d.t_k * d.d_v,
+                     x[3]->data() + b * d.t_q * (d.d_v + 1), x[4]->data() + b * d.t_q * (d.d_v + 1), grads, gk,
+                     gk + d.t_k * d.d_k, d, static_cast<T>(m_scale), scratch.data(), scratch.data() + bq * bk,
+                     scratch.data() + 2 * bq * bk);
+    }
+  }
+
+  // The second-order rule: the forward above, built again from composed nodes as a function of
+  // q, k, v and grad_packed, then differentiated with grad_out as the seed.
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& a) const {
+    const Var<T>& q = a.x[0];
+    const Var<T>& k = a.x[1];
+    const Var<T>& v = a.x[2];
+    const Var<T>& gp = a.x[4];
+    const auto shape = [](const Var<T>& x) { return Shape(x.value().shape().begin(), x.value().shape().end()); };
+    const detail::FlashDims d = detail::flash_dims(shape(q), shape(k), shape(v));
+    // One statement per node: the ids follow the formula's order.
+    const Var<T> qs = scale(q, m_scale);
+    const Var<T> scores = matmul(qs, k, false, true);
+    const Var<T> weights = softmax(scores, -1);
+    const Var<T> g = slice(gp, -1, 0, d.d_v);
+    const Var<T> h = slice(gp, -1, d.d_v, d.d_v + 1);
+    const Var<T> grad_v = matmul(weights, g, true, false);
+    const Var<T> grad_weights = matmul(g, v, false, true);
+    const Var<T> grad_scores = add(softmax_vjp(weights, grad_weights, -1), mul(weights, h));
+    const Var<T> grad_qs = matmul(grad_scores, k);
+    const Var<T> grad_q = scale(grad_qs, m_scale);
+    const Var<T> grad_k = matmul(grad_scores, qs, true, false);
+    // Flattened and laid end to end, as the forward's output.
+    const Var<T>* parts[] = {&grad_q, &grad_k, &grad_v};
+    const std::size_t sizes[] = {d.t_q * d.d_k, d.t_k * d.d_k, d.t_k * d.d_v};
+    Var<T> grads;
+    std::size_t before = 0;
+    for (std::size_t i = 0; i < 3; ++i) {
+      Shape flat = d.batch_axes;
+      flat.push_back(sizes[i]);
+      const Var<T> placed = pad(reshape(*parts[i], flat), -1, before, d.grads_size() - before - sizes[i]);
+      grads = grads.valid() ? add(grads, placed) : placed;
+      before += sizes[i];
+    }
+    const std::vector<Var<T>> wrt = {q, k, v, gp};
+    const std::vector<Var<T>> second =
+        backward(grads, wrt, a.grad_out, Accumulate<T>([](const Var<T>& x, const Var<T>& y) { return add(x, y); }),
+                 /*through_xs=*/false);
+    // Partial derivatives (the walk stops at the inputs: grad_packed may be computed from q).
+    // Each of backward's results is the whole gradient of its node: a node that is several of
+    // the inputs (k = q, say) takes it at its first slot and zeros at the others, or the sum
+    // the caller forms would count it twice. packed takes zeros: the composition recomputes it.
+    const std::size_t slots[] = {0, 1, 2, 4};  // the slots of q, k, v, grad_packed
+    std::vector<Var<T>> result(5);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const std::size_t slot = slots[i];
+      const bool first = std::none_of(slots, slots + i, [&](std::size_t s) { return a.x[s].id() == a.x[slot].id(); });
+      if (a.wanted[slot] && first) result[slot] = second[i];
+    }
+    for (std::size_t slot = 0; slot < 5; ++slot) {
+      if (a.wanted[slot] && !result[slot].valid()) {
+        result[slot] = q.graph().constant("zeros", xt::zeros<T>(a.x[slot].value().shape()));
+      }
+    }
+    return result;
+  }
+
+ private:
+  double m_scale;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> flash_attention_vjp(const Var<T>& q, const Var<T>& k, const Var<T>& v, const Var<T>& packed,
+                           const Var<T>& grad_packed, double scale) {
+  return q.graph().apply(std::make_shared<FlashAttentionVjpOp>(scale), {q, k, v, packed, grad_packed});
+}
+
+std::shared_ptr<const Op> make_flash_attention_vjp_op(const JsonCursor& attrs) {
+  attrs.check_object({key_scale});
+  return std::make_shared<FlashAttentionVjpOp>(attrs[key_scale].number());
+}
+
+template Var<float> flash_attention_vjp(const Var<float>&, const Var<float>&, const Var<float>&, const Var<float>&,
+                                        const Var<float>&, double);
+template Var<double> flash_attention_vjp(const Var<double>&, const Var<double>&, const Var<double>&,
+                                         const Var<double>&, const Var<double>&, double);
+
+}  // namespace xgrad

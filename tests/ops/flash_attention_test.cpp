@@ -1,0 +1,265 @@
+// The fused attention (flash_attention, flash_attention_vjp) against the composed graph, the
+// documented example, finite differences, export and replay, and its errors.
+#include "../check.hpp"
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
+using namespace xgrad;
+using xgrad::test::check_error;
+using xgrad::test::check_gradients;
+using xgrad::test::check_ulps;
+using xgrad::test::random_array;
+
+namespace {
+
+struct Case {
+  Shape batch;
+  std::size_t t_q, t_k, d_k, d_v;
+  double stddev;  // of q and k: 1 gives moderate scores, 3 saturated rows
+};
+
+Shape with(Shape batch, std::size_t rows, std::size_t cols) {
+  batch.push_back(rows);
+  batch.push_back(cols);
+  return batch;
+}
+
+std::string str(const Case& c) {
+  return "batch " + shape_str(c.batch) + ", T_q " + std::to_string(c.t_q) + ", T_k " + std::to_string(c.t_k) + ", d_k " +
+         std::to_string(c.d_k) + ", d_v " + std::to_string(c.d_v) + ", stddev " + std::to_string(c.stddev);
+}
+
+// max |a - b| / max |b|, or max |a - b| when b is all zero.
+template <class T>
+double relative_error(const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  BOOST_TEST_REQUIRE(shapes_equal(a.shape(), b.shape()));
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - static_cast<double>(b.data()[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// out and the gradients of sum(r * out) of both implementations, in one graph each.
+template <class T>
+void check_agreement(const Case& c, std::uint64_t seed, double tol) {
+  const Shape qs = with(c.batch, c.t_q, c.d_k), ks = with(c.batch, c.t_k, c.d_k), vs = with(c.batch, c.t_k, c.d_v);
+  const xt::xarray<T> qv = random_array<T>(qs, seed, c.stddev), kv = random_array<T>(ks, seed + 1, c.stddev),
+                      vv = random_array<T>(vs, seed + 2), r = random_array<T>(with(c.batch, c.t_q, c.d_v), seed + 3);
+  std::vector<xt::xarray<T>> results[2];
+  for (const AttentionImpl impl : {AttentionImpl::composed, AttentionImpl::fused}) {
+    Graph<T> g;
+    const auto q = g.input("q", qv), k = g.input("k", kv), v = g.input("v", vv);
+    const auto out = attention(q, k, v, impl);
+    auto& res = results[impl == AttentionImpl::fused];
+    res.push_back(out.value());
+    for (const auto& gr : grad(out, {q, k, v}, r)) res.push_back(gr.value());
+  }
+  const char* names[] = {"out", "grad_q", "grad_k", "grad_v"};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const double e = relative_error(results[1][i], results[0][i]);
+    BOOST_TEST(e <= tol, str(c) << ": " << names[i] << " differs by " << e << " (relative), more than " << tol);
+  }
+}
+
+const Case cases[] = {
+    {{}, 2, 2, 1, 2, 1},          // the documented example's shapes
+    {{}, 1, 1, 1, 1, 1},          // size-1 axes everywhere
+    {{}, 5, 9, 3, 7, 1},          // T_q != T_k, d_k != d_v
+    {{}, 9, 5, 7, 3, 3},          // T_q > T_k, saturated rows
+    {{3}, 4, 6, 8, 2, 1},         // a batch axis
+    {{2, 1, 3}, 3, 1, 2, 5, 1},   // three batch axes, one of size 1, T_k = 1
+    {{1}, 300, 700, 16, 24, 1},   // several query and key tiles, partial last tiles
+    {{2}, 513, 257, 9, 1, 2},     // a query tile boundary + 1, d_v = 1
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(flash_attention)
+
+BOOST_AUTO_TEST_CASE(documented_example_hand_values) {
+  const double ln2 = std::log(2.0);
+  Graph<double> g;
+  const auto q = g.input("q", {{ln2}, {0.0}});
+  const auto k = g.input("k", {{1.0}, {0.0}});
+  const auto v = g.input("v", {{3.0, 0.0}, {0.0, 6.0}});
+  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
+  // Scores [[ln 2, 0], [0, 0]]: weights [[2/3, 1/3], [1/2, 1/2]], lse [ln 3, ln 2].
+  check_ulps(packed.value(), matrix<double>({{2, 2, std::log(3.0)}, {1.5, 3, ln2}}), 4);
+  const auto out = attention(q, k, v, AttentionImpl::fused);
+  check_ulps(out.value(), matrix<double>({{2, 2}, {1.5, 3}}), 4);
+  const auto grads = grad(out, {q, k, v});
+  check_ulps(grads[0].value(), matrix<double>({{-2.0 / 3}, {-0.75}}), 4);
+  check_ulps(grads[1].value(), matrix<double>({{-2.0 / 3 * ln2}, {2.0 / 3 * ln2}}), 4);
+  check_ulps(grads[2].value(), matrix<double>({{7.0 / 6, 7.0 / 6}, {5.0 / 6, 5.0 / 6}}), 4);
+}
+
+BOOST_AUTO_TEST_CASE(the_logsumexp_column_and_its_gradient) {
+  // d lse_i / d s_ij = w_ij: with grad_packed = [0 | 1] the VJP is that of sum(lse).
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({3, 4}, 1));
+  const auto k = g.input("k", random_array<double>({5, 4}, 2));
+  const auto v = g.input("v", random_array<double>({5, 2}, 3));
+  const auto packed = xgrad::flash_attention(q, k, v, 0.5);
+  const auto scores = matmul(scale(q, 0.5), k, false, true);
+  for (std::size_t i = 0; i < 3; ++i) {
+    double sum = 0;
+    for (std::size_t j = 0; j < 5; ++j) sum += std::exp(scores.value()(i, j));
+    BOOST_TEST(packed.value()(i, 2) == std::log(sum), boost::test_tools::tolerance(1e-14));
+  }
+  check_gradients(packed, {q, k, v});
+}
+
+BOOST_AUTO_TEST_CASE(agrees_with_the_composed_graph_in_float64) {
+  std::uint64_t seed = 10;
+  for (const Case& c : cases) {
+    check_agreement<double>(c, seed += 10, 1e-12);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(agrees_with_the_composed_graph_in_float32) {
+  std::uint64_t seed = 20;
+  for (const Case& c : cases) {
+    check_agreement<float>(c, seed += 10, 1e-5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(agrees_on_random_shapes) {
+  std::mt19937_64 rng(7);
+  const auto pick = [&](std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(rng); };
+  for (int i = 0; i < 40; ++i) {
+    Shape batch(pick(0, 2));
+    for (auto& b : batch) b = pick(1, 3);
+    const Case c{batch, pick(1, 40), pick(1, 40), pick(1, 9), pick(1, 9), pick(0, 1) ? 1.0 : 2.5};
+    check_agreement<double>(c, 100 + static_cast<std::uint64_t>(i), 1e-12);
+    check_agreement<float>(c, 200 + static_cast<std::uint64_t>(i), 1e-5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_in_float64) {
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({2, 3, 4}, 5));
+  const auto k = g.input("k", random_array<double>({2, 6, 4}, 6));
+  const auto v = g.input("v", random_array<double>({2, 6, 5}, 7));
+  check_gradients(attention(q, k, v, AttentionImpl::fused), {q, k, v});
+  check_gradients(attention(q, k, v, 0.25, AttentionImpl::fused), {q, k, v});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_in_float32_over_tiles) {
+  Graph<float> g;
+  const auto q = g.input("q", random_array<float>({260, 3}, 8));
+  const auto k = g.input("k", random_array<float>({530, 3}, 9));
+  const auto v = g.input("v", random_array<float>({530, 2}, 10));
+  check_gradients(attention(q, k, v, AttentionImpl::fused), {q, k, v});
+}
+
+BOOST_AUTO_TEST_CASE(second_order_is_the_composed_graphs) {
+  // A gradient penalty: y = sum(r * grad_q), where grad_q is the gradient of sum(s * out).
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({3, 2}, 11));
+  const auto k = g.input("k", random_array<double>({4, 2}, 12));
+  const auto v = g.input("v", random_array<double>({4, 3}, 13));
+  const auto s = g.input("s", random_array<double>({3, 3}, 14));
+  const auto out = attention(q, k, v, AttentionImpl::fused);
+  const auto first = grad(out, {q, k, v}, s);
+  for (std::size_t i = 0; i < 3; ++i) check_gradients(first[i], {q, k, v, s});
+
+  Graph<double> h;  // the same with the composed graph: equal second-order gradients
+  const auto q2 = h.input("q", q.value()), k2 = h.input("k", k.value()), v2 = h.input("v", v.value());
+  const auto s2 = h.input("s", s.value());
+  const auto first2 = grad(attention(q2, k2, v2), {q2, k2, v2}, s2);
+  const xt::xarray<double> r = random_array<double>({3, 2}, 15);
+  const auto second = grad(first[0], {q, k, v, s}, r);
+  const auto second2 = grad(first2[0], {q2, k2, v2, s2}, r);
+  for (std::size_t i = 0; i < 4; ++i) BOOST_TEST(relative_error(second[i].value(), second2[i].value()) <= 1e-12);
+}
+
+BOOST_AUTO_TEST_CASE(exports_imports_and_replays) {
+  Graph<float> g;
+  const auto q = g.input("q", random_array<float>({2, 3, 4}, 16));
+  const auto k = g.input("k", random_array<float>({2, 5, 4}, 17));
+  const auto v = g.input("v", random_array<float>({2, 5, 3}, 18));
+  const auto out = attention(q, k, v, AttentionImpl::fused);
+  g.set_output("out", out);
+  const auto grads = grad(out, {q, k, v});
+  g.set_grad("q", grads[0]);
+  g.set_grad("k", grads[1]);
+  g.set_grad("v", grads[2]);
+  const std::string text = to_json(g, ExportValues::all).dump();
+  BOOST_TEST(text.find("\"op\":\"flash_attention\"") != std::string::npos);
+  BOOST_TEST(text.find("\"op\":\"flash_attention_vjp\"") != std::string::npos);
+  const auto imported = graph_from_json<float>(text);
+  imported->replay();
+  BOOST_TEST(to_json(*imported, ExportValues::all).dump() == text);
+
+  // New inputs replayed through the imported graph match a fresh build.
+  const xt::xarray<float> q2 = random_array<float>({2, 3, 4}, 19);
+  imported->set_value(imported->var(q.id()), q2);
+  imported->replay();
+  Graph<float> fresh;
+  const auto fq = fresh.input("q", q2), fk = fresh.input("k", k.value()), fv = fresh.input("v", v.value());
+  const auto fout = attention(fq, fk, fv, AttentionImpl::fused);
+  const auto fgrads = grad(fout, {fq, fk, fv});
+  BOOST_TEST(imported->node(out.id()).value == fout.value());
+  for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(imported->node(grads[i].id()).value == fgrads[i].value());
+}
+
+BOOST_AUTO_TEST_CASE(rows_of_minus_infinity_and_nan) {
+  // A query of -inf against keys of +1: every score -inf; the composed softmax gives weights 0.
+  const double inf = std::numeric_limits<double>::infinity();
+  Graph<double> g;
+  const auto q = g.input("q", {{-inf}, {1.0}, {std::nan("")}});
+  const auto k = g.input("k", {{1.0}, {2.0}});
+  const auto v = g.input("v", {{3.0, 0.0}, {0.0, 6.0}});
+  const auto fused = xgrad::flash_attention(q, k, v, 1.0).value();
+  const auto composed = attention(q, k, v, 1.0).value();
+  BOOST_TEST(fused(0, 0) == 0.0);
+  BOOST_TEST(fused(0, 1) == 0.0);
+  BOOST_TEST(fused(0, 2) == -inf);
+  BOOST_TEST(composed(0, 0) == 0.0);
+  BOOST_TEST(fused(1, 0) == composed(1, 0), boost::test_tools::tolerance(1e-15));
+  BOOST_TEST(std::isnan(fused(2, 0)));
+  BOOST_TEST(std::isnan(composed(2, 0)));
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_shapes_and_scales) {
+  Graph<double> g;
+  const auto q = g.input("q", xt::zeros<double>({2, 3, 4}));
+  const auto k = g.input("k", xt::zeros<double>({2, 5, 4}));
+  const auto v = g.input("v", xt::zeros<double>({2, 5, 3}));
+  const auto k3 = g.input("k3", xt::zeros<double>({2, 5, 3}));
+  const auto v4 = g.input("v4", xt::zeros<double>({2, 4, 3}));
+  const auto vb = g.input("vb", xt::zeros<double>({3, 5, 3}));
+  const auto v1 = g.input("v1", xt::zeros<double>({5}));
+  const auto k0 = g.input("k0", xt::zeros<double>({2, 0, 4}));
+  const auto v0 = g.input("v0", xt::zeros<double>({2, 0, 3}));
+  check_error([&] { xgrad::flash_attention(q, k3, v, 1.0); },
+              {"flash_attention (node", "d_k differs: q has d_k = 4, k has 3", "q is (2, 3, 4), k is (2, 5, 3)"});
+  check_error([&] { xgrad::flash_attention(q, k, v4, 1.0); }, {"T_k differs: k has T_k = 5, v has 4"});
+  check_error([&] { xgrad::flash_attention(q, k, vb, 1.0); }, {"batch axes differ", "v is (3, 5, 3)"});
+  check_error([&] { xgrad::flash_attention(q, k, v1, 1.0); }, {"rank >= 2", "v is (5,)"});
+  check_error([&] { xgrad::flash_attention(q, k0, v0, 1.0); }, {"T_k = 0", "k is (2, 0, 4)"});
+  check_error([&] { xgrad::flash_attention(q, k, v, std::nan("")); }, {"flash_attention (node", "the scale must be finite, got nan"});
+  // Through attention(): the composed graph's checks and messages.
+  check_error([&] { attention(q, k3, v, AttentionImpl::fused); }, {"attention: d_k differs"});
+  check_error([&] { attention(q, k, v, std::numeric_limits<double>::infinity(), AttentionImpl::fused); }, {"attention: the scale must be finite, got inf"});
+  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
+  check_error([&] { xgrad::flash_attention_vjp(q, k, v, packed, k, 1.0); },
+              {"flash_attention_vjp (node", "grad_packed is (2, 5, 4), both must be (2, 3, 4)", "(B..., T_q, d_v + 1)"});
+  const std::size_t before = g.size();
+  check_error([&] { attention(q, k0, v0, AttentionImpl::fused); }, {"attention: T_k = 0"});
+  BOOST_TEST(g.size() == before);  // nothing added by a failed call
+}
+
+BOOST_AUTO_TEST_CASE(d_k_zero_with_an_explicit_scale_is_a_uniform_average) {
+  Graph<double> g;
+  const auto q = g.input("q", xt::zeros<double>({2, 0}));
+  const auto k = g.input("k", xt::zeros<double>({3, 0}));
+  const auto v = g.input("v", {{3.0}, {6.0}, {9.0}});
+  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
+  check_ulps(packed.value(), matrix<double>({{6, std::log(3.0)}, {6, std::log(3.0)}}), 4);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
