@@ -72,12 +72,15 @@ AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint6
 
 template <class T>
 Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
-                            const std::optional<xt::xarray<bool>>& mask) {
+                            const std::optional<xt::xarray<bool>>& mask, AttentionImpl impl) {
   check_block(x_q, x_kv, p, heads);
+  if (mask && impl == AttentionImpl::fused) {
+    throw error("multi_head_attention: the fused attention takes no mask; use AttentionImpl::composed with a mask");
+  }
   const Var<T> q = split_heads(project(x_q, p.w_q, p.b_q), heads);
   const Var<T> k = split_heads(project(x_kv, p.w_k, p.b_k), heads);
   const Var<T> v = split_heads(project(x_kv, p.w_v, p.b_v), heads);
-  const Var<T> per_head = mask ? masked_attention(q, k, v, *mask) : attention(q, k, v);  // (B, H, T_q, d_head)
+  const Var<T> per_head = mask ? masked_attention(q, k, v, *mask) : attention(q, k, v, impl);  // (B, H, T_q, d_head)
   const auto& s = x_q.value().shape();
   const Var<T> merged = reshape(permute(per_head, {0, 2, 1, 3}), Shape{s[0], s[1], s[2]});
   return project(merged, p.w_o, p.b_o);
@@ -86,8 +89,8 @@ Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const Attenti
 template AttentionParams<float> attention_params(Graph<float>&, std::size_t, std::uint64_t, const std::string&);
 template AttentionParams<double> attention_params(Graph<double>&, std::size_t, std::uint64_t, const std::string&);
 template Var<float> multi_head_attention(const Var<float>&, const Var<float>&, const AttentionParams<float>&, std::size_t,
-                                         const std::optional<xt::xarray<bool>>&);
+                                         const std::optional<xt::xarray<bool>>&, AttentionImpl);
 template Var<double> multi_head_attention(const Var<double>&, const Var<double>&, const AttentionParams<double>&,
-                                          std::size_t, const std::optional<xt::xarray<bool>>&);
+                                          std::size_t, const std::optional<xt::xarray<bool>>&, AttentionImpl);
 
 }  // namespace xgrad

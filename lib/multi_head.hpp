@@ -6,6 +6,7 @@
 #include <string>
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/lib/attention.hpp>
 
 namespace xgrad {
 
@@ -27,11 +28,14 @@ AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint6
 //   d_model / heads: (B, H, T, d_head) by reshape and permute; attention per head (masked when a
 //   mask is given: (T_q, T_k), or anything broadcasting to (B, H, T_q, T_k)); heads merged back;
 //   out = merged W_o + b_o. Built from matmul, add, broadcast_to, reshape, permute and the
-//   attention nodes, so grad() differentiates it like any graph.
+//   attention nodes, so grad() differentiates it like any graph. `impl` chooses the attention
+//   nodes (lib/attention.hpp): fused, for long sequences, takes no mask.
 // Throws xgrad::error naming the shapes if x_q or x_kv is not (B, T, d_model) with one B and
-// d_model, heads does not divide d_model, or a parameter has the wrong shape.
+// d_model, heads does not divide d_model, or a parameter has the wrong shape; and if a mask is
+// given with AttentionImpl::fused.
 template <class T>
 Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& params,
-                            std::size_t heads, const std::optional<xt::xarray<bool>>& mask = std::nullopt);
+                            std::size_t heads, const std::optional<xt::xarray<bool>>& mask = std::nullopt,
+                            AttentionImpl impl = AttentionImpl::composed);
 
 }  // namespace xgrad

@@ -56,9 +56,8 @@ namespace {
 // Attribute keys, for attrs() and the factory alike.
 constexpr const char* key_scale = "scale";
 
-// Rows of queries and keys per tile: a tile of scores is at most 256 x 512 numbers (1 MiB in
-// float64), large enough for GEMM to run near its peak and small enough to stay in cache.
-constexpr std::size_t tile_q = 256, tile_k = 512;
+using detail::flash_tile_q;
+using detail::flash_tile_k;
 
 // One batch index: q (t_q, d_k), k (t_k, d_k), v (t_k, d_v) -> y (t_q, d_v + 1).
 template <class T>
@@ -66,12 +65,12 @@ void flash_forward(const T* q, const T* k, const T* v, T* y, const detail::Flash
                    T* m, T* l) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const std::size_t dv = d.d_v, ldy = dv + 1;
-  for (std::size_t i0 = 0; i0 < d.t_q; i0 += tile_q) {
-    const std::size_t bq = std::min(tile_q, d.t_q - i0);
+  for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
+    const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
     std::fill(m, m + bq, minus_inf);
     std::fill(l, l + bq, T(0));
-    for (std::size_t j0 = 0; j0 < d.t_k; j0 += tile_k) {
-      const std::size_t bk = std::min(tile_k, d.t_k - j0);
+    for (std::size_t j0 = 0; j0 < d.t_k; j0 += flash_tile_k) {
+      const std::size_t bk = std::min(flash_tile_k, d.t_k - j0);
       const bool first = j0 == 0;
       detail::gemm(false, true, bq, bk, d.d_k, alpha, q + i0 * d.d_k, d.d_k, k + j0 * d.d_k, d.d_k, T(0), scores, bk);
       detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
@@ -124,7 +123,7 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const auto shape = [](const xt::xarray<T>& a) { return Shape(a.shape().begin(), a.shape().end()); };
     const detail::FlashDims d = detail::flash_dims(shape(*x[0]), shape(*x[1]), shape(*x[2]));
-    const std::size_t bq = std::min(tile_q, d.t_q), bk = std::min(tile_k, d.t_k);
+    const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
     std::vector<T> scratch(bq * bk + bq * d.d_v + 2 * bq);
     T* scores = scratch.data();
     T* acc = scores + bq * bk;

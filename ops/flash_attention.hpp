@@ -39,6 +39,11 @@ std::shared_ptr<const Op> make_flash_attention_vjp_op(const JsonCursor& attrs);
 
 namespace detail {
 
+// Rows of queries and of keys per tile, forward and backward: a tile of scores is at most
+// 256 x 512 numbers (1 MiB in float64), large enough for GEMM to run near its peak and small
+// enough to stay in cache.
+inline constexpr std::size_t flash_tile_q = 256, flash_tile_k = 512;
+
 // The sizes of one attention problem, checked: batch = the product of the batch axes.
 struct FlashDims {
   Shape batch_axes;

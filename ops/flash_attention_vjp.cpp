@@ -40,8 +40,8 @@ namespace {
 // Attribute keys, for attrs() and the factory alike.
 constexpr const char* key_scale = "scale";
 
-// Rows of keys and queries per tile, as in the forward.
-constexpr std::size_t tile_q = 256, tile_k = 512;
+using detail::flash_tile_q;
+using detail::flash_tile_k;
 
 // One batch index. y and g are (t_q, d_v + 1); gq, gk, gv are written (not accumulated into).
 template <class T>
@@ -55,10 +55,10 @@ void flash_backward(const T* q, const T* k, const T* v, const T* y, const T* g, 
   std::fill(gq, gq + d.t_q * dk, T(0));
   std::fill(gk, gk + d.t_k * dk, T(0));
   std::fill(gv, gv + d.t_k * dv, T(0));
-  for (std::size_t j0 = 0; j0 < d.t_k; j0 += tile_k) {
-    const std::size_t bk = std::min(tile_k, d.t_k - j0);
-    for (std::size_t i0 = 0; i0 < d.t_q; i0 += tile_q) {
-      const std::size_t bq = std::min(tile_q, d.t_q - i0);
+  for (std::size_t j0 = 0; j0 < d.t_k; j0 += flash_tile_k) {
+    const std::size_t bk = std::min(flash_tile_k, d.t_k - j0);
+    for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
+      const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
       detail::gemm(false, true, bq, bk, dk, alpha, q + i0 * dk, dk, k + j0 * dk, dk, T(0), p, bk);
       detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
         for (std::size_t r = begin; r < end; ++r) {
@@ -110,7 +110,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const auto shape = [](const xt::xarray<T>& a) { return Shape(a.shape().begin(), a.shape().end()); };
     const detail::FlashDims d = detail::flash_dims(shape(*x[0]), shape(*x[1]), shape(*x[2]));
-    const std::size_t bq = std::min(tile_q, d.t_q), bk = std::min(tile_k, d.t_k);
+    const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
     std::vector<T> scratch(2 * bq * bk + d.t_q);
     for (std::size_t b = 0; b < d.batch; ++b) {
       T* grads = y.data() + b * d.grads_size();

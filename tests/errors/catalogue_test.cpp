@@ -157,6 +157,9 @@ std::vector<Row> rows() {
       {"O23", "slice", "end past the axis", Kind::error, [] { Fixture x; slice(x.q, -1, 1, 4); }, {"slice (node", "end 4 is past axis -1 of x (2, 3), of length 3"}},
       {"O24", "pad", "an axis out of range (rank 0 has none)", Kind::error, [] { Fixture x; pad(x.q, -3, 1, 1); }, {"pad (node", "axis -3 is out of range for a (2, 3) input"}},
       {"O25", "pad", "a result of too many elements", Kind::error, [] { Fixture x; pad(x.q, 1, std::size_t(1) << 27, 0); }, {"pad (node", "padding axis 1 of x (2, 3) by 134217728 before and 0 after", "more than 268435456 elements"}},
+      {"O26", "flash_attention", "q, k, v that do not fit (rank, batch axes, d_k, T_k, T_k = 0)", Kind::error, [] { Fixture x; flash_attention(x.q, x.v, x.v, 1.0); }, {"flash_attention (node", "d_k differs: q has d_k = 3, k has 5: q is (2, 3), k is (4, 5), v is (4, 5)"}},
+      {"O27", "flash_attention, flash_attention_vjp", "a scale that is not finite", Kind::error, [] { Fixture x; flash_attention(x.q, x.k, x.v, std::numeric_limits<double>::infinity()); }, {"flash_attention (node", "the scale must be finite, got inf"}},
+      {"O28", "flash_attention_vjp", "packed or grad_packed not (B..., T_q, d_v + 1)", Kind::error, [] { Fixture x; auto p = flash_attention(x.q, x.k, x.v, 1.0); flash_attention_vjp(x.q, x.k, x.v, p, x.q, 1.0); }, {"flash_attention_vjp (node", "packed is (2, 6) and grad_packed is (2, 3), both must be (2, 6)"}},
       // attention.
       {"A01", "attention", "rank < 2", Kind::error, [] { Fixture x; attention(x.flat, x.k, x.v); }, {"rank >= 2", "q (node 3) is (3,)"}},
       {"A02", "attention", "batch axes differ", Kind::error, [] { Fixture x; auto qb = x.g.input("qb", z({2, 2, 3})); attention(qb, x.k, x.v); }, {"batch axes differ", "(2, 2, 3)", "(4, 3)"}},

@@ -1,6 +1,7 @@
 #include "../check.hpp"
 
 #include <xtensor/xbuilder.hpp>
+#include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
 using namespace xgrad;
@@ -63,6 +64,24 @@ BOOST_AUTO_TEST_CASE(the_whole_block_matches_finite_differences) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_fused_block_agrees_with_the_composed_one) {
+  xt::xarray<double> results[2][3];
+  for (const AttentionImpl impl : {AttentionImpl::composed, AttentionImpl::fused}) {
+    Graph<double> g;
+    const auto x_q = g.input("x_q", random_array<double>({2, 3, 4}, 5));
+    const auto x_kv = g.input("x_kv", random_array<double>({2, 6, 4}, 6));
+    const AttentionParams<double> p = attention_params(g, 4, 11);
+    const auto out = multi_head_attention(x_q, x_kv, p, 2, std::nullopt, impl);
+    const auto grads = grad(out, {x_q, p.w_k}, random_array<double>({2, 3, 4}, 12));
+    auto* r = results[impl == AttentionImpl::fused];
+    r[0] = out.value();
+    r[1] = grads[0].value();
+    r[2] = grads[1].value();
+    if (impl == AttentionImpl::fused) check_gradients(out, {x_q, x_kv, p.w_q, p.w_v});
+  }
+  for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(xt::amax(xt::abs(results[1][i] - results[0][i]))() <= 1e-12);
+}
+
 BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
   Graph<double> g;
   const auto x = g.input("x", xt::zeros<double>({2, 3, 4}));
@@ -72,6 +91,8 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
   check_error([&] { multi_head_attention(x, x, p, 3); }, {"3 heads do not divide d_model = 4"});
   check_error([&] { multi_head_attention(flat, x, p, 2); }, {"x_q is (3, 4), x_kv is (2, 3, 4)"});
   check_error([&] { multi_head_attention(x, x, small, 2); }, {"w_q is (2, 2), expected (4, 4)"});
+  check_error([&] { multi_head_attention(x, x, p, 2, causal_mask(3, 3), AttentionImpl::fused); },
+              {"multi_head_attention: the fused attention takes no mask"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using namespace xgrad;
@@ -157,6 +158,8 @@ BOOST_AUTO_TEST_CASE(bad_usage_and_input_exit_2_with_one_line) {
       {"gradcheck --shape 100000,2,2,2", "larger than 65536"},
       {"gradcheck --shape 30000,30000,1,1", "--shape 30000,30000,1,1: attention would build (30000, 30000) score arrays"},
       {"replay broken.json", "broken.json: graph JSON: not JSON"},
+      {"gradcheck --shape 2,3,4,2 --impl flash", "--impl must be composed|fused, not 'flash'"},
+      {"attention --q q.json --k k3.json --v v.json --impl fused", "xgrad attention: q.json, k3.json, v.json: attention: d_k differs"},
   };
   for (const auto& [args, message] : cases) {
     const Run r = s.xgrad(args);
@@ -210,6 +213,34 @@ BOOST_AUTO_TEST_CASE(export_and_replay_round_trip) {
   BOOST_TEST(forward["nodes"].size() == 8u);
   BOOST_TEST(forward["grads"].empty());
   for (const auto& n : forward["nodes"]) BOOST_TEST(!n.contains("value"));
+}
+
+BOOST_AUTO_TEST_CASE(fused_attention_through_the_tool) {
+  // The same numbers as the composed graph, a gradcheck that passes, an export that replays.
+  Sandbox s;
+  const Json composed = Json::parse(s.xgrad("attention --q q.json --k k.json --v v.json").out);
+  const Json fused = Json::parse(s.xgrad("attention --q q.json --k k.json --v v.json --impl fused").out);
+  for (const char* key : {"output", "grad_q", "grad_k", "grad_v"}) {
+    const auto a = composed[key].get<std::vector<std::vector<double>>>(), b = fused[key].get<std::vector<std::vector<double>>>();
+    BOOST_TEST_REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      for (std::size_t j = 0; j < a[i].size(); ++j) BOOST_TEST(a[i][j] == b[i][j], boost::test_tools::tolerance(1e-12));
+    }
+  }
+  const Run check = s.xgrad("gradcheck --shape 5,7,3,4 --impl fused");
+  BOOST_TEST(check.rc == 0, check.out << check.err);
+  BOOST_TEST(check.out.find(": PASS\n") != std::string::npos, check.out);
+  const Run e = s.xgrad("export --shape 5,7,3,4 --seed 2 --dtype float32 --impl fused -o f.json");
+  BOOST_TEST_REQUIRE(e.rc == 0, e.err);
+  std::map<std::string, int> ops;
+  const Json graph = Json::parse(read_text(s.dir / "f.json"));
+  for (const auto& n : graph["nodes"]) ++ops[n["op"].get<std::string>()];
+  BOOST_TEST(ops["flash_attention"] == 1);
+  BOOST_TEST(ops["flash_attention_vjp"] == 1);
+  BOOST_TEST(ops["softmax"] == 0);
+  const Run r = s.xgrad("replay f.json");
+  BOOST_TEST(r.rc == 0, r.out << r.err);
+  BOOST_TEST(r.out.find("stored values reproduced bit for bit") != std::string::npos, r.out);
 }
 
 BOOST_AUTO_TEST_CASE(replay_names_the_first_node_that_differs) {
