@@ -6,7 +6,7 @@
 // VJP:     grads = flash_attention_vjp(q, k, v, packed, grad_packed), sliced into grad_q, grad_k
 //          and grad_v and reshaped to q's, k's and v's shapes.
 // saves:   its output (out and lse); no T_q x T_k array. Scratch: one score tile and one
-//          accumulator tile per call.
+//          accumulator tile per thread, kept by the calling thread for the next call.
 #include <xgrad/ops/flash_attention.hpp>
 
 #include <algorithm>
@@ -59,45 +59,61 @@ constexpr const char* key_scale = "scale";
 using detail::flash_tile_q;
 using detail::flash_tile_k;
 
-// One batch index: q (t_q, d_k), k (t_k, d_k), v (t_k, d_v) -> y (t_q, d_v + 1).
+// The scratch of one thread: a tile of scores, a tile of output sums, and per row m and l.
 template <class T>
-void flash_forward(const T* q, const T* k, const T* v, T* y, const detail::FlashDims& d, T alpha, T* scores, T* acc,
-                   T* m, T* l) {
+struct ForwardScratch {
+  T *scores, *acc, *m, *l;
+  static std::size_t size(const detail::FlashDims& d) {
+    const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
+    return bq * bk + bq * d.d_v + 2 * bq;
+  }
+  ForwardScratch(const detail::FlashDims& d, T* buffer) {
+    const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
+    scores = buffer;
+    acc = scores + bq * bk;
+    m = acc + bq * d.d_v;
+    l = m + bq;
+  }
+};
+
+// Query rows [i0, i0 + bq) of one batch index: q (t_q, d_k), k (t_k, d_k), v (t_k, d_v) -> those
+// rows of y (t_q, d_v + 1).
+template <class T>
+void flash_forward(const T* q, const T* k, const T* v, T* y, const detail::FlashDims& d, T alpha, std::size_t i0,
+                   std::size_t bq, ForwardScratch<T>& w) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const std::size_t dv = d.d_v, ldy = dv + 1;
-  for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
-    const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
-    std::fill(m, m + bq, minus_inf);
-    std::fill(l, l + bq, T(0));
-    for (std::size_t j0 = 0; j0 < d.t_k; j0 += flash_tile_k) {
-      const std::size_t bk = std::min(flash_tile_k, d.t_k - j0);
-      const bool first = j0 == 0;
-      detail::gemm(false, true, bq, bk, d.d_k, alpha, q + i0 * d.d_k, d.d_k, k + j0 * d.d_k, d.d_k, T(0), scores, bk);
-      detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t r = begin; r < end; ++r) {
-          T* s = scores + r * bk;
-          const T m_new = std::max(m[r], detail::row_max(s, bk, 1));  // a NaN maximum keeps m: NaN flows on through exp
-          if (m_new == minus_inf && !detail::row_has_nan(s, bk, 1)) {  // no score above -inf yet: weights 0
-            std::fill(s, s + bk, T(0));
-            continue;
-          }
-          const T c = std::exp(m[r] - m_new);  // 0 while m is -inf
-          l[r] = l[r] * c + detail::row_exp(s, m_new, s, bk, 1);
-          if (!first && c != T(1)) detail::row_scale(acc + r * dv, c, acc + r * dv, dv, 1);
-          m[r] = m_new;
+  T *scores = w.scores, *acc = w.acc, *m = w.m, *l = w.l;
+  std::fill(m, m + bq, minus_inf);
+  std::fill(l, l + bq, T(0));
+  for (std::size_t j0 = 0; j0 < d.t_k; j0 += flash_tile_k) {
+    const std::size_t bk = std::min(flash_tile_k, d.t_k - j0);
+    const bool first = j0 == 0;
+    detail::gemm(false, true, bq, bk, d.d_k, alpha, q + i0 * d.d_k, d.d_k, k + j0 * d.d_k, d.d_k, T(0), scores, bk);
+    detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t r = begin; r < end; ++r) {
+        T* s = scores + r * bk;
+        const T m_new = std::max(m[r], detail::row_max(s, bk, 1));  // a NaN maximum keeps m: NaN flows on through exp
+        if (m_new == minus_inf && !detail::row_has_nan(s, bk, 1)) {  // no score above -inf yet: weights 0
+          std::fill(s, s + bk, T(0));
+          continue;
         }
-      });
-      detail::gemm(false, false, bq, dv, bk, T(1), scores, bk, v + j0 * dv, dv, first ? T(0) : T(1), acc, dv);
-    }
-    for (std::size_t r = 0; r < bq; ++r) {
-      T* row = y + (i0 + r) * ldy;
-      if (l[r] == T(0)) {  // every score -inf: out 0, lse -inf, as the composed softmax
-        std::fill(row, row + dv, T(0));
-        row[dv] = minus_inf;
-      } else {
-        detail::row_scale(acc + r * dv, T(1) / l[r], row, dv, 1);
-        row[dv] = m[r] + std::log(l[r]);
+        const T c = std::exp(m[r] - m_new);  // 0 while m is -inf
+        l[r] = l[r] * c + detail::row_exp(s, m_new, s, bk, 1);
+        if (!first && c != T(1)) detail::row_scale(acc + r * dv, c, acc + r * dv, dv, 1);
+        m[r] = m_new;
       }
+    });
+    detail::gemm(false, false, bq, dv, bk, T(1), scores, bk, v + j0 * dv, dv, first ? T(0) : T(1), acc, dv);
+  }
+  for (std::size_t r = 0; r < bq; ++r) {
+    T* row = y + (i0 + r) * ldy;
+    if (l[r] == T(0)) {  // every score -inf: out 0, lse -inf, as the composed softmax
+      std::fill(row, row + dv, T(0));
+      row[dv] = minus_inf;
+    } else {
+      detail::row_scale(acc + r * dv, T(1) / l[r], row, dv, 1);
+      row[dv] = m[r] + std::log(l[r]);
     }
   }
 }
@@ -123,16 +139,23 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const auto shape = [](const xt::xarray<T>& a) { return Shape(a.shape().begin(), a.shape().end()); };
     const detail::FlashDims d = detail::flash_dims(shape(*x[0]), shape(*x[1]), shape(*x[2]));
-    const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
-    std::vector<T> scratch(bq * bk + bq * d.d_v + 2 * bq);
-    T* scores = scratch.data();
-    T* acc = scores + bq * bk;
-    T* m = acc + bq * d.d_v;
-    T* l = m + bq;
-    for (std::size_t b = 0; b < d.batch; ++b) {
-      flash_forward(x[0]->data() + b * d.t_q * d.d_k, x[1]->data() + b * d.t_k * d.d_k, x[2]->data() + b * d.t_k * d.d_v,
-                    y.data() + b * d.t_q * (d.d_v + 1), d, static_cast<T>(m_scale), scores, acc, m, l);
-    }
+    // Work items: (batch index, tile of queries), independent of each other, split over threads.
+    const std::size_t tiles = (d.t_q + flash_tile_q - 1) / flash_tile_q;
+    const T alpha = static_cast<T>(m_scale);
+    const std::size_t chunks = std::min(detail::parallel_threads(), d.batch * tiles);
+    T* buffer = detail::thread_scratch<T, 0>(chunks * ForwardScratch<T>::size(d));  // here: the threads must not throw
+    std::vector<ForwardScratch<T>> scratches;
+    for (std::size_t c = 0; c < chunks; ++c) scratches.emplace_back(d, buffer + c * ForwardScratch<T>::size(d));
+    detail::parallel_blas_chunks(d.batch * tiles, chunks,
+                                 [&](std::size_t chunk, std::size_t begin, std::size_t end) {
+                                   ForwardScratch<T>& scratch = scratches[chunk];
+                                   for (std::size_t item = begin; item < end; ++item) {
+                                     const std::size_t b = item / tiles, i0 = item % tiles * flash_tile_q;
+                                     flash_forward(x[0]->data() + b * d.t_q * d.d_k, x[1]->data() + b * d.t_k * d.d_k,
+                                                   x[2]->data() + b * d.t_k * d.d_v, y.data() + b * d.t_q * (d.d_v + 1),
+                                                   d, alpha, i0, std::min(flash_tile_q, d.t_q - i0), scratch);
+                                   }
+                                 });
   }
 
   template <class T>

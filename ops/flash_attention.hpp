@@ -1,6 +1,8 @@
 // flash_attention: scaled dot-product attention as one node whose memory grows with T, not T^2.
 #pragma once
 
+#include <vector>
+
 #include <xgrad/graph/graph.hpp>
 #include <xgrad/graph/json.hpp>
 
@@ -43,6 +45,16 @@ namespace detail {
 // 256 x 512 numbers (1 MiB in float64), large enough for GEMM to run near its peak and small
 // enough to stay in cache.
 inline constexpr std::size_t flash_tile_q = 256, flash_tile_k = 512;
+
+// At least n elements of scratch, kept by the calling thread for its next call (one buffer per
+// T and Slot). Freeing and allocating megabytes per call would cost page faults and, with
+// worker threads, TLB shootdowns: 3 ms per call at T = 512 on the 2-core VM of bench/RESULTS.md.
+template <class T, int Slot>
+T* thread_scratch(std::size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
 
 // The sizes of one attention problem, checked: batch = the product of the batch axes.
 struct FlashDims {

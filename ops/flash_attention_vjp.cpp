@@ -10,7 +10,9 @@
 //          add, slice, pad and reshape nodes, differentiated by the ordinary backward pass.
 //          packed gets no contribution: the composition recomputes out and lse from q, k and v.
 //          An input that is also another (k = q) gets its whole gradient once.
-// saves:   nothing beyond its inputs. Scratch: two tiles of weights (P and dS) per call.
+// saves:   nothing beyond its inputs. Scratch: two tiles of weights (P and dS) per thread and,
+//          for each thread but the first, a grad_q to sum into; kept by the calling thread for
+//          the next call.
 #include <xgrad/ops/flash_attention.hpp>
 
 #include <algorithm>
@@ -43,43 +45,36 @@ constexpr const char* key_scale = "scale";
 using detail::flash_tile_q;
 using detail::flash_tile_k;
 
-// One batch index. y and g are (t_q, d_v + 1); gq, gk, gv are written (not accumulated into).
+// Key rows [j0, j0 + bk) of one batch index: adds those rows' share to gq (t_q, d_k) and writes
+// rows [j0, j0 + bk) of gk (t_k, d_k) and gv (t_k, d_v), which start at 0. y and g are
+// (t_q, d_v + 1); row_d holds D for each query row. p and ds: scratch of two tiles.
 template <class T>
-void flash_backward(const T* q, const T* k, const T* v, const T* y, const T* g, T* gq, T* gk, T* gv,
-                    const detail::FlashDims& d, T alpha, T* p, T* ds, T* row_d) {
+void flash_backward(const T* q, const T* k, const T* v, const T* y, const T* g, const T* row_d, T* gq, T* gk, T* gv,
+                    const detail::FlashDims& d, T alpha, std::size_t j0, std::size_t bk, T* p, T* ds) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const std::size_t dk = d.d_k, dv = d.d_v, ldy = dv + 1;
-  for (std::size_t i = 0; i < d.t_q; ++i) {
-    row_d[i] = detail::row_dot(g + i * ldy, y + i * ldy, dv, 1) - g[i * ldy + dv];
-  }
-  std::fill(gq, gq + d.t_q * dk, T(0));
-  std::fill(gk, gk + d.t_k * dk, T(0));
-  std::fill(gv, gv + d.t_k * dv, T(0));
-  for (std::size_t j0 = 0; j0 < d.t_k; j0 += flash_tile_k) {
-    const std::size_t bk = std::min(flash_tile_k, d.t_k - j0);
-    for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
-      const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
-      detail::gemm(false, true, bq, bk, dk, alpha, q + i0 * dk, dk, k + j0 * dk, dk, T(0), p, bk);
-      detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t r = begin; r < end; ++r) {
-          const T lse = y[(i0 + r) * ldy + dv];
-          if (lse == minus_inf) {  // a row with every score -inf has weights 0
-            std::fill(p + r * bk, p + (r + 1) * bk, T(0));
-          } else {
-            detail::row_exp(p + r * bk, lse, p + r * bk, bk, 1);
-          }
+  for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
+    const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
+    detail::gemm(false, true, bq, bk, dk, alpha, q + i0 * dk, dk, k + j0 * dk, dk, T(0), p, bk);
+    detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t r = begin; r < end; ++r) {
+        const T lse = y[(i0 + r) * ldy + dv];
+        if (lse == minus_inf) {  // a row with every score -inf has weights 0
+          std::fill(p + r * bk, p + (r + 1) * bk, T(0));
+        } else {
+          detail::row_exp(p + r * bk, lse, p + r * bk, bk, 1);
         }
-      });
-      detail::gemm(true, false, bk, dv, bq, T(1), p, bk, g + i0 * ldy, ldy, T(1), gv + j0 * dv, dv);
-      detail::gemm(false, true, bq, bk, dv, T(1), g + i0 * ldy, ldy, v + j0 * dv, dv, T(0), ds, bk);
-      detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t r = begin; r < end; ++r) {
-          detail::row_softmax_vjp(p + r * bk, ds + r * bk, row_d[i0 + r], ds + r * bk, bk, 1);
-        }
-      });
-      detail::gemm(false, false, bq, dk, bk, alpha, ds, bk, k + j0 * dk, dk, T(1), gq + i0 * dk, dk);
-      detail::gemm(true, false, bk, dk, bq, alpha, ds, bk, q + i0 * dk, dk, T(1), gk + j0 * dk, dk);
-    }
+      }
+    });
+    detail::gemm(true, false, bk, dv, bq, T(1), p, bk, g + i0 * ldy, ldy, T(1), gv + j0 * dv, dv);
+    detail::gemm(false, true, bq, bk, dv, T(1), g + i0 * ldy, ldy, v + j0 * dv, dv, T(0), ds, bk);
+    detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t r = begin; r < end; ++r) {
+        detail::row_softmax_vjp(p + r * bk, ds + r * bk, row_d[i0 + r], ds + r * bk, bk, 1);
+      }
+    });
+    detail::gemm(false, false, bq, dk, bk, alpha, ds, bk, k + j0 * dk, dk, T(1), gq + i0 * dk, dk);
+    detail::gemm(true, false, bk, dk, bq, alpha, ds, bk, q + i0 * dk, dk, T(1), gk + j0 * dk, dk);
   }
 }
 
@@ -110,15 +105,48 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const auto shape = [](const xt::xarray<T>& a) { return Shape(a.shape().begin(), a.shape().end()); };
     const detail::FlashDims d = detail::flash_dims(shape(*x[0]), shape(*x[1]), shape(*x[2]));
+    const std::size_t ldy = d.d_v + 1, n = d.grads_size();
+    const T* q = x[0]->data();
+    const T* k = x[1]->data();
+    const T* v = x[2]->data();
+    const T* packed = x[3]->data();
+    const T* g = x[4]->data();
+    const std::size_t tiles = (d.t_k + flash_tile_k - 1) / flash_tile_k;
+    const std::size_t chunks = std::min(detail::parallel_threads(), d.batch * tiles);
     const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
-    std::vector<T> scratch(2 * bq * bk + d.t_q);
-    for (std::size_t b = 0; b < d.batch; ++b) {
-      T* grads = y.data() + b * d.grads_size();
-      T* gk = grads + d.t_q * d.d_k;
-      flash_backward(x[0]->data() + b * d.t_q * d.d_k, x[1]->data() + b * d.t_k * d.d_k, x[2]->data() + b * d.t_k * d.d_v,
-                     x[3]->data() + b * d.t_q * (d.d_v + 1), x[4]->data() + b * d.t_q * (d.d_v + 1), grads, gk,
-                     gk + d.t_k * d.d_k, d, static_cast<T>(m_scale), scratch.data(), scratch.data() + bq * bk,
-                     scratch.data() + 2 * bq * bk);
+    const std::size_t q_size = d.t_q * d.d_k, tile_size = 2 * bq * bk, part_size = d.batch * q_size;
+    // The scratch, allocated here (the threads must not throw): D for each query row, two
+    // tiles per thread, and a grad_q per thread but the first.
+    T* row_d = detail::thread_scratch<T, 1>(d.batch * d.t_q + chunks * tile_size + (chunks > 0 ? chunks - 1 : 0) * part_size);
+    T* tiles_scratch = row_d + d.batch * d.t_q;
+    T* grad_q_parts = tiles_scratch + chunks * tile_size;
+    std::fill(grad_q_parts, grad_q_parts + (chunks > 0 ? chunks - 1 : 0) * part_size, T(0));
+    // D = rowsum(grad_out * out) - grad_lse, per query row of every batch index.
+    for (std::size_t i = 0; i < d.batch * d.t_q; ++i) {
+      row_d[i] = detail::row_dot(g + i * ldy, packed + i * ldy, d.d_v, 1) - g[i * ldy + d.d_v];
+    }
+    std::fill(y.begin(), y.end(), T(0));
+    // Work items: (batch index, tile of keys). Each writes its own rows of grad_k and grad_v;
+    // grad_q sums over all of them, so each thread but the first sums into a buffer of its own,
+    // added in thread order afterwards (the result depends on the thread count, not on timing).
+    const T alpha = static_cast<T>(m_scale);
+    detail::parallel_blas_chunks(d.batch * tiles, chunks, [&](std::size_t chunk, std::size_t begin, std::size_t end) {
+      for (std::size_t item = begin; item < end; ++item) {
+        const std::size_t b = item / tiles, j0 = item % tiles * flash_tile_k;
+        T* grads = y.data() + b * n;
+        T* gq = chunk == 0 ? grads : grad_q_parts + (chunk - 1) * part_size + b * q_size;
+        T* p = tiles_scratch + chunk * tile_size;
+        flash_backward(q + b * q_size, k + b * d.t_k * d.d_k, v + b * d.t_k * d.d_v, packed + b * d.t_q * ldy,
+                       g + b * d.t_q * ldy, row_d + b * d.t_q, gq, grads + q_size, grads + q_size + d.t_k * d.d_k, d,
+                       alpha, j0, std::min(flash_tile_k, d.t_k - j0), p, p + bq * bk);
+      }
+    });
+    for (std::size_t c = 1; c < chunks; ++c) {
+      const T* part = grad_q_parts + (c - 1) * part_size;
+      for (std::size_t b = 0; b < d.batch; ++b) {
+        T* gq = y.data() + b * n;
+        for (std::size_t i = 0; i < q_size; ++i) gq[i] += part[b * q_size + i];
+      }
     }
   }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 extern "C" int openblas_get_num_threads(void);
+extern "C" void openblas_set_num_threads(int);
 
 namespace xgrad::detail {
 
@@ -28,7 +29,8 @@ class Pool {
     for (auto& t : m_threads) t.join();
   }
 
-  void run(std::size_t count, std::size_t chunks, const std::function<void(std::size_t, std::size_t)>& f) {
+  // Calls f(chunk, begin, end) for each chunk, chunk 0 on the calling thread.
+  void run(std::size_t count, std::size_t chunks, const std::function<void(std::size_t, std::size_t, std::size_t)>& f) {
     std::unique_lock<std::mutex> lock(m_mutex);
     while (m_threads.size() + 1 < chunks) {
       const std::size_t id = m_threads.size() + 1;
@@ -50,7 +52,7 @@ class Pool {
  private:
   void chunk(std::size_t i) const {
     const std::size_t begin = m_count * i / m_chunks, end = m_count * (i + 1) / m_chunks;
-    if (begin < end) (*m_job)(begin, end);
+    if (begin < end) (*m_job)(i, begin, end);
   }
 
   void work(std::size_t id) {
@@ -71,12 +73,17 @@ class Pool {
   std::mutex m_mutex;
   std::condition_variable m_wake, m_done;
   std::vector<std::thread> m_threads;
-  const std::function<void(std::size_t, std::size_t)>* m_job = nullptr;
+  const std::function<void(std::size_t, std::size_t, std::size_t)>* m_job = nullptr;
   std::size_t m_count = 0, m_chunks = 1, m_pending = 0, m_generation = 0;
   bool m_stop = false;
 };
 
 std::mutex pool_use;  // one job at a time: graphs replayed on several threads take turns
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
 
 }  // namespace
 
@@ -88,9 +95,22 @@ void parallel_for(std::size_t count, std::size_t cost, const std::function<void(
     if (count > 0) f(0, count);
     return;
   }
-  static Pool pool;
   std::lock_guard<std::mutex> lock(pool_use);
-  pool.run(count, threads, f);
+  pool().run(count, threads, [&f](std::size_t, std::size_t begin, std::size_t end) { f(begin, end); });
+}
+
+void parallel_blas_chunks(std::size_t count, std::size_t chunks,
+                          const std::function<void(std::size_t, std::size_t, std::size_t)>& f) {
+  chunks = std::min(chunks, count);
+  if (chunks <= 1) {
+    if (count > 0) f(0, 0, count);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(pool_use);
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);  // also makes parallel_for inside f run on f's thread
+  pool().run(count, chunks, f);
+  openblas_set_num_threads(blas_threads);
 }
 
 }  // namespace xgrad::detail

@@ -5,6 +5,11 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
+#include <xgrad/ops/parallel.hpp>
+
+extern "C" int openblas_get_num_threads(void);
+extern "C" void openblas_set_num_threads(int);
+
 using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::check_gradients;
@@ -204,6 +209,28 @@ BOOST_AUTO_TEST_CASE(exports_imports_and_replays) {
   const auto fgrads = grad(fout, {fq, fk, fv});
   BOOST_TEST(imported->node(out.id()).value == fout.value());
   for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(imported->node(grads[i].id()).value == fgrads[i].value());
+}
+
+BOOST_AUTO_TEST_CASE(two_threads_split_the_tiles) {
+  // 3 batch indices x 2 query tiles forward, x 3 key tiles backward, split over 2 threads: the
+  // output and grad_k, grad_v repeat their bits; grad_q sums the threads' parts in another order.
+  const int before = openblas_get_num_threads();
+  std::vector<xt::xarray<double>> values[2];
+  for (int threads : {1, 2}) {
+    openblas_set_num_threads(threads);
+    BOOST_TEST_REQUIRE(xgrad::detail::parallel_threads() == std::size_t(threads));
+    Graph<double> g;
+    const auto q = g.input("q", random_array<double>({3, 300, 8}, 30));
+    const auto k = g.input("k", random_array<double>({3, 1100, 8}, 31));
+    const auto v = g.input("v", random_array<double>({3, 1100, 4}, 32));
+    const auto out = attention(q, k, v, AttentionImpl::fused);
+    values[threads - 1].push_back(out.value());
+    for (const auto& gr : grad(out, {q, k, v}, random_array<double>({3, 300, 4}, 33))) values[threads - 1].push_back(gr.value());
+    BOOST_TEST(openblas_get_num_threads() == threads);  // restored after the fused nodes
+  }
+  openblas_set_num_threads(before);
+  for (std::size_t i : {0, 2, 3}) BOOST_TEST(values[0][i] == values[1][i], "value " << i);
+  BOOST_TEST(relative_error(values[1][1], values[0][1]) <= 1e-14);
 }
 
 BOOST_AUTO_TEST_CASE(rows_of_minus_infinity_and_nan) {
