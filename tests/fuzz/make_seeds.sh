@@ -13,12 +13,13 @@ printf '[[1], [0]]' > "$tmp/k.json"
 printf '[[3, 0], [0, 6]]' > "$tmp/v.json"
 printf '[[1, -2], [0.5, 0]]' > "$tmp/g.json"
 
-# Graph exports: both dtypes, with and without backward nodes, every values mode.
+# Graph exports: both dtypes, with and without backward nodes, every values mode, composed and fused.
 "$xgrad" export --q "$tmp/q.json" --k "$tmp/k.json" --v "$tmp/v.json" --dtype float32 -o $corpus/graph_json/documented_example.json
 "$xgrad" export --shape 2,3,2,2 --seed 1 --values inputs -o $corpus/graph_json/float64_inputs.json
 "$xgrad" export --shape 3,2,1,2 --seed 2 --values none -o $corpus/graph_json/float64_none.json
 "$xgrad" export --shape 2,2,3,1 --seed 3 --dtype float32 --no-backward -o $corpus/graph_json/float32_forward.json
 "$xgrad" export --shape 1,1,1,1 --seed 4 -o $corpus/graph_json/float64_all_1x1.json
+"$xgrad" export --shape 3,2,2,3 --seed 5 --impl fused -o $corpus/graph_json/float64_fused.json
 
 # .npy files written by numpy (tests/data/make_npy_fixtures.py).
 cp tests/data/npy/*.npy $corpus/npy/
