@@ -174,6 +174,7 @@ std::vector<Row> rows() {
       {"A11", "multi_head_attention", "x_q or x_kv not (B, T, d_model) alike", Kind::error, [] { Graph<double> g; const auto p = attention_params(g, 4, 1); multi_head_attention(g.input("a", z({3, 4})), g.input("b", z({2, 3, 4})), p, 2); }, {"x_q is (3, 4), x_kv is (2, 3, 4)"}},
       {"A12", "multi_head_attention", "heads that do not divide d_model", Kind::error, [] { Graph<double> g; const auto p = attention_params(g, 4, 1); const auto x = g.input("x", z({1, 2, 4})); multi_head_attention(x, x, p, 3); }, {"3 heads do not divide d_model = 4"}},
       {"A13", "multi_head_attention", "a projection of the wrong shape", Kind::error, [] { Graph<double> g; const auto p = attention_params(g, 2, 1); const auto x = g.input("x", z({1, 2, 4})); multi_head_attention(x, x, p, 2); }, {"w_q is (2, 2), expected (4, 4) for d_model = 4"}},
+      {"A14", "multi_head_attention", "a mask with the fused attention", Kind::error, [] { Graph<double> g; const auto p = attention_params(g, 4, 1); const auto x = g.input("x", z({1, 2, 4})); multi_head_attention(x, x, p, 2, causal_mask(2, 2), AttentionImpl::fused); }, {"the fused attention takes no mask"}},
       // Diagnostics and the sweep.
       {"S01", "diagnostics", "a threshold outside (0, 1]", Kind::error, [] { Fixture x; softmax_diagnostics(x.g, 0.0); }, {"the threshold must be in (0, 1], got 0"}},
       {"S02", "sweep", "a d_k of 0", Kind::error, [] { SweepOptions o; o.d_k = {4, 0}; saturation_sweep(o); }, {"saturation_sweep: d_k = 0"}},
