@@ -69,6 +69,14 @@ class Op {
   virtual std::vector<Var<double>> vjp(const VjpArgs<double>& a) const = 0;
   // Typed attributes, for export; {} when the op has none. The op's factory reads them back.
   virtual Json attrs() const { return Json::object(); }
+  // The shape of the intermediate values the forward computes without holding them (the fused
+  // attention's T_q x T_k weights, tile by tile), if they outnumber its inputs' and output's
+  // elements; nullopt otherwise. An import charges them to its element budget as if held, so
+  // that a small file cannot make it compute without bound.
+  virtual std::optional<Shape> work_shape(const std::vector<Shape>& x) const {
+    (void)x;
+    return std::nullopt;
+  }
 };
 
 // Routes both dtypes to one pair of member templates of Derived:

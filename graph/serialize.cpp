@@ -98,8 +98,9 @@ std::size_t earlier_node(const JsonCursor& c, std::size_t self) {
   return id;
 }
 
-// The elements an import may still allocate: each node is charged before it is allocated, so
-// that a small file cannot make the importer allocate (or compute) without bound.
+// The elements an import may still allocate: each node is charged before it is allocated (with
+// the values its op computes without holding them, Op::work_shape), so that a small file cannot
+// make the importer allocate or compute without bound.
 struct Budget {
   std::size_t limit, used = 0;
 
@@ -177,6 +178,7 @@ void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, G
     c[key::shape].fail("declared " + shape_str(shape) + ", but " + op + " of its inputs gives " + shape_str(computed));
   }
   budget.charge(c, shape);
+  if (const std::optional<Shape> work = made->work_shape(in_shapes)) budget.charge(c, *work);
   std::optional<typename Graph<T>::BackwardScope> scope;
   if (*role == Role::backward) scope.emplace(g);
   g.apply(made, inputs);

@@ -45,6 +45,13 @@ FlashDims flash_dims(const Shape& q, const Shape& k, const Shape& v) {
   return d;
 }
 
+std::optional<Shape> flash_work_shape(const std::vector<Shape>& x) {
+  if (x.size() < 3 || x[0].size() < 2 || x[1].size() < 2) return std::nullopt;
+  Shape work(x[0].begin(), x[0].end() - 1);
+  work.push_back(x[1][x[1].size() - 2]);
+  return work;
+}
+
 void check_flash_scale(double scale) {
   if (!std::isfinite(scale)) throw error("the scale must be finite, got " + number_str(scale));
 }
@@ -90,7 +97,7 @@ void flash_forward(const T* q, const T* k, const T* v, T* y, const detail::Flash
     const std::size_t bk = std::min(flash_tile_k, d.t_k - j0);
     const bool first = j0 == 0;
     detail::gemm(false, true, bq, bk, d.d_k, alpha, q + i0 * d.d_k, d.d_k, k + j0 * d.d_k, d.d_k, T(0), scores, bk);
-    detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
+    detail::parallel_rows(bq, bk, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
         T* s = scores + r * bk;
         const T m_new = std::max(m[r], detail::row_max(s, bk, 1));  // a NaN maximum keeps m: NaN flows on through exp
@@ -125,6 +132,7 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp> {
   std::string name() const override { return "flash_attention"; }
   std::size_t arity() const override { return 3; }
   Json attrs() const override { return {{key_scale, m_scale}}; }
+  std::optional<Shape> work_shape(const std::vector<Shape>& x) const override { return detail::flash_work_shape(x); }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     detail::check_flash_scale(m_scale);

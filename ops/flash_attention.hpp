@@ -28,7 +28,8 @@ Var<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double
 // packed is flash_attention(q, k, v, scale) and grad_packed the gradient w.r.t. it (the gradient
 // w.r.t. out in its first d_v columns, w.r.t. lse in its last). Memory: one tile of weights and
 // one of their gradients at a time. Its own VJP (second order) is the composed graph's: matmul,
-// softmax, softmax_vjp and friends, differentiated by the ordinary backward pass.
+// softmax, softmax_vjp and friends, differentiated by the ordinary backward pass; it throws
+// xgrad::error unless packed is the flash_attention node of the same q, k, v and scale.
 // Throws xgrad::error naming the shapes when q, k, v are invalid as for flash_attention or
 // packed and grad_packed do not have the shape (B..., T_q, d_v + 1).
 template <class T>
@@ -67,6 +68,9 @@ struct FlashDims {
 FlashDims flash_dims(const Shape& q, const Shape& k, const Shape& v);
 // Throws xgrad::error if the scale is not finite.
 void check_flash_scale(double scale);
+// (B..., T_q, T_k): the weights both ops compute tile by tile (Op::work_shape), for q, k, v first
+// in x; nullopt if they do not fit.
+std::optional<Shape> flash_work_shape(const std::vector<Shape>& x);
 
 }  // namespace detail
 

@@ -11,8 +11,8 @@
 //          packed gets no contribution: the composition recomputes out and lse from q, k and v.
 //          An input that is also another (k = q) gets its whole gradient once.
 // saves:   nothing beyond its inputs. Scratch: two tiles of weights (P and dS) per thread and,
-//          for each thread but the first, a grad_q to sum into; kept by the calling thread for
-//          the next call.
+//          when threads split the key tiles of one batch index, a T_q x d_k grad_q for each
+//          thread but the first; kept by the calling thread for the next call.
 #include <xgrad/ops/flash_attention.hpp>
 
 #include <algorithm>
@@ -56,7 +56,7 @@ void flash_backward(const T* q, const T* k, const T* v, const T* y, const T* g, 
   for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
     const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
     detail::gemm(false, true, bq, bk, dk, alpha, q + i0 * dk, dk, k + j0 * dk, dk, T(0), p, bk);
-    detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
+    detail::parallel_rows(bq, bk, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
         const T lse = y[(i0 + r) * ldy + dv];
         if (lse == minus_inf) {  // a row with every score -inf has weights 0
@@ -68,7 +68,7 @@ void flash_backward(const T* q, const T* k, const T* v, const T* y, const T* g, 
     });
     detail::gemm(true, false, bk, dv, bq, T(1), p, bk, g + i0 * ldy, ldy, T(1), gv + j0 * dv, dv);
     detail::gemm(false, true, bq, bk, dv, T(1), g + i0 * ldy, ldy, v + j0 * dv, dv, T(0), ds, bk);
-    detail::parallel_for(bq, bk, [&](std::size_t begin, std::size_t end) {
+    detail::parallel_rows(bq, bk, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
         detail::row_softmax_vjp(p + r * bk, ds + r * bk, row_d[i0 + r], ds + r * bk, bk, 1);
       }
@@ -85,6 +85,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
   std::string name() const override { return "flash_attention_vjp"; }
   std::size_t arity() const override { return 5; }
   Json attrs() const override { return {{key_scale, m_scale}}; }
+  std::optional<Shape> work_shape(const std::vector<Shape>& x) const override { return detail::flash_work_shape(x); }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     detail::check_flash_scale(m_scale);
@@ -111,41 +112,52 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
     const T* v = x[2]->data();
     const T* packed = x[3]->data();
     const T* g = x[4]->data();
-    const std::size_t tiles = (d.t_k + flash_tile_k - 1) / flash_tile_k;
-    const std::size_t chunks = std::min(detail::parallel_threads(), d.batch * tiles);
+    const std::size_t tiles = (d.t_k + flash_tile_k - 1) / flash_tile_k, threads = detail::parallel_threads();
+    // Threads split the batch indices when there are enough of them, each doing all its key
+    // tiles; else the key tiles of one batch index at a time. Either way each writes its own
+    // rows of grad_k and grad_v. With key tiles split, grad_q sums over all of them: each thread
+    // but the first sums into a grad_q of its own, added in thread order afterwards (the result
+    // depends on the thread count, not on timing).
+    const bool by_batch = d.batch >= threads;
+    const std::size_t chunks = std::min(threads, by_batch ? d.batch : tiles);
     const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
-    const std::size_t q_size = d.t_q * d.d_k, tile_size = 2 * bq * bk, part_size = d.batch * q_size;
+    const std::size_t q_size = d.t_q * d.d_k, tile_size = 2 * bq * bk, parts = by_batch || chunks == 0 ? 0 : chunks - 1;
     // The scratch, allocated here (the threads must not throw): D for each query row, two
-    // tiles per thread, and a grad_q per thread but the first.
-    T* row_d = detail::thread_scratch<T, 1>(d.batch * d.t_q + chunks * tile_size + (chunks > 0 ? chunks - 1 : 0) * part_size);
+    // tiles per thread, and the grad_q parts.
+    T* row_d = detail::thread_scratch<T, 1>(d.batch * d.t_q + chunks * tile_size + parts * q_size);
     T* tiles_scratch = row_d + d.batch * d.t_q;
     T* grad_q_parts = tiles_scratch + chunks * tile_size;
-    std::fill(grad_q_parts, grad_q_parts + (chunks > 0 ? chunks - 1 : 0) * part_size, T(0));
     // D = rowsum(grad_out * out) - grad_lse, per query row of every batch index.
     for (std::size_t i = 0; i < d.batch * d.t_q; ++i) {
       row_d[i] = detail::row_dot(g + i * ldy, packed + i * ldy, d.d_v, 1) - g[i * ldy + d.d_v];
     }
     std::fill(y.begin(), y.end(), T(0));
-    // Work items: (batch index, tile of keys). Each writes its own rows of grad_k and grad_v;
-    // grad_q sums over all of them, so each thread but the first sums into a buffer of its own,
-    // added in thread order afterwards (the result depends on the thread count, not on timing).
     const T alpha = static_cast<T>(m_scale);
-    detail::parallel_blas_chunks(d.batch * tiles, chunks, [&](std::size_t chunk, std::size_t begin, std::size_t end) {
-      for (std::size_t item = begin; item < end; ++item) {
-        const std::size_t b = item / tiles, j0 = item % tiles * flash_tile_k;
-        T* grads = y.data() + b * n;
-        T* gq = chunk == 0 ? grads : grad_q_parts + (chunk - 1) * part_size + b * q_size;
-        T* p = tiles_scratch + chunk * tile_size;
+    // Key tiles [first, last) of batch index b, grad_q summed into gq, on chunk's scratch.
+    const auto run = [&](std::size_t b, std::size_t first, std::size_t last, T* gq, std::size_t chunk) {
+      T* grads = y.data() + b * n;
+      T* p = tiles_scratch + chunk * tile_size;
+      for (std::size_t t = first; t < last; ++t) {
+        const std::size_t j0 = t * flash_tile_k;
         flash_backward(q + b * q_size, k + b * d.t_k * d.d_k, v + b * d.t_k * d.d_v, packed + b * d.t_q * ldy,
                        g + b * d.t_q * ldy, row_d + b * d.t_q, gq, grads + q_size, grads + q_size + d.t_k * d.d_k, d,
                        alpha, j0, std::min(flash_tile_k, d.t_k - j0), p, p + bq * bk);
       }
-    });
-    for (std::size_t c = 1; c < chunks; ++c) {
-      const T* part = grad_q_parts + (c - 1) * part_size;
-      for (std::size_t b = 0; b < d.batch; ++b) {
-        T* gq = y.data() + b * n;
-        for (std::size_t i = 0; i < q_size; ++i) gq[i] += part[b * q_size + i];
+    };
+    if (by_batch) {
+      detail::parallel_blas_chunks(d.batch, chunks, [&](std::size_t chunk, std::size_t begin, std::size_t end) {
+        for (std::size_t b = begin; b < end; ++b) run(b, 0, tiles, y.data() + b * n, chunk);
+      });
+      return;
+    }
+    for (std::size_t b = 0; b < d.batch; ++b) {
+      std::fill(grad_q_parts, grad_q_parts + parts * q_size, T(0));
+      detail::parallel_blas_chunks(tiles, chunks, [&](std::size_t chunk, std::size_t begin, std::size_t end) {
+        run(b, begin, end, chunk == 0 ? y.data() + b * n : grad_q_parts + (chunk - 1) * q_size, chunk);
+      });
+      T* gq = y.data() + b * n;
+      for (std::size_t c = 0; c < parts; ++c) {
+        for (std::size_t i = 0; i < q_size; ++i) gq[i] += grad_q_parts[c * q_size + i];
       }
     }
   }
@@ -160,6 +172,15 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
     const Var<T>& gp = a.x[4];
     const auto shape = [](const Var<T>& x) { return Shape(x.value().shape().begin(), x.value().shape().end()); };
     const detail::FlashDims d = detail::flash_dims(shape(q), shape(k), shape(v));
+    // The rule gives packed no gradient and q, k, v the derivative through packed: right only
+    // when packed is flash_attention(q, k, v) at this scale.
+    const Node<T>& p = a.x[3].node();
+    if (!p.op || p.op->name() != "flash_attention" || p.inputs != std::vector<std::size_t>{q.id(), k.id(), v.id()} ||
+        p.op->attrs() != attrs()) {
+      throw error("flash_attention_vjp (node " + std::to_string(a.y.id()) + "): its second-order rule needs packed to be "
+                  "flash_attention of the same q, k, v and scale; packed is node " + std::to_string(a.x[3].id()) + " (" +
+                  p.op_name() + ")");
+    }
     // One statement per node: the ids follow the formula's order.
     const Var<T> qs = scale(q, m_scale);
     const Var<T> scores = matmul(qs, k, false, true);

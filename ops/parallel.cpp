@@ -107,10 +107,14 @@ void parallel_blas_chunks(std::size_t count, std::size_t chunks,
     return;
   }
   std::lock_guard<std::mutex> lock(pool_use);
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);  // also makes parallel_for inside f run on f's thread
+  // OpenBLAS at 1 thread until the chunks are done, also if starting a worker throws. This also
+  // makes parallel_for inside f run on f's thread.
+  struct OneBlasThread {
+    int saved = openblas_get_num_threads();
+    OneBlasThread() { openblas_set_num_threads(1); }
+    ~OneBlasThread() { openblas_set_num_threads(saved); }
+  } one;
   pool().run(count, chunks, f);
-  openblas_set_num_threads(blas_threads);
 }
 
 }  // namespace xgrad::detail

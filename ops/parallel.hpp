@@ -18,12 +18,25 @@ void parallel_for(std::size_t count, std::size_t cost, const std::function<void(
 // The number of threads parallel_for uses (at least 1).
 std::size_t parallel_threads();
 
+// parallel_for for callers that may already run on one of its threads (inside
+// parallel_blas_chunks, where parallel_threads() is 1): f(0, count) directly then, with no
+// std::function to allocate.
+template <class F>
+void parallel_rows(std::size_t count, std::size_t cost, F&& f) {
+  if (parallel_threads() <= 1) {
+    if (count > 0) f(std::size_t(0), count);
+  } else {
+    parallel_for(count, cost, f);
+  }
+}
+
 // Calls f(chunk, begin, end) once for each of `chunks` contiguous chunks covering [0, count) in
 // order (chunk i is [count i / chunks, count (i + 1) / chunks)), each on its own thread, with
 // OpenBLAS held at 1 thread meanwhile, so that each chunk's GEMMs run on the thread that calls
 // them. For work made of many GEMMs too small for OpenBLAS to split well (the tiles of the
 // fused attention), whose spinning threads would also compete with these. With chunks <= 1:
-// f(0, 0, count) on the calling thread, OpenBLAS left as set. f must not throw.
+// f(0, 0, count) on the calling thread, OpenBLAS left as set. f must not throw. OpenBLAS's thread
+// count is process-wide: GEMMs of other threads of the program run on 1 thread meanwhile.
 void parallel_blas_chunks(std::size_t count, std::size_t chunks,
                           const std::function<void(std::size_t, std::size_t, std::size_t)>& f);
 

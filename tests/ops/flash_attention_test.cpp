@@ -181,6 +181,59 @@ BOOST_AUTO_TEST_CASE(second_order_is_the_composed_graphs) {
   for (std::size_t i = 0; i < 4; ++i) BOOST_TEST(relative_error(second[i].value(), second2[i].value()) <= 1e-12);
 }
 
+BOOST_AUTO_TEST_CASE(second_order_with_inputs_that_are_one_another) {
+  // k = q, and grad_packed = packed: computed from q, k, v themselves.
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({3, 2}, 40));
+  const auto v = g.input("v", random_array<double>({3, 2}, 41));
+  const auto packed = xgrad::flash_attention(q, q, v, 0.8);
+  check_gradients(xgrad::flash_attention_vjp(q, q, v, packed, packed, 0.8), {q, v});
+  const auto g2 = g.input("g2", random_array<double>({3, 3}, 42));
+  check_gradients(xgrad::flash_attention_vjp(q, q, v, packed, g2, 0.8), {q, v, g2});
+}
+
+BOOST_AUTO_TEST_CASE(second_order_needs_packed_from_the_same_inputs) {
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({2, 2}, 43));
+  const auto k = g.input("k", random_array<double>({3, 2}, 44));
+  const auto v = g.input("v", random_array<double>({3, 2}, 45));
+  const auto other = g.input("other", random_array<double>({2, 3}, 46));
+  const auto gp = g.input("gp", random_array<double>({2, 3}, 47));
+  const auto y = xgrad::flash_attention_vjp(q, k, v, other, gp, 1.0);
+  check_error([&] { grad(y, {q}); }, {"flash_attention_vjp (node 5): its second-order rule needs packed to be "
+                                      "flash_attention of the same q, k, v and scale; packed is node 3 (input)"});
+  const auto at_another_scale = xgrad::flash_attention(q, k, v, 0.5);
+  check_error([&] { grad(xgrad::flash_attention_vjp(q, k, v, at_another_scale, gp, 1.0), {q}); },
+              {"packed is node " + std::to_string(at_another_scale.id()) + " (flash_attention)"});
+}
+
+BOOST_AUTO_TEST_CASE(empty_axes) {
+  // T_q = 0, d_v = 0, a batch axis of 0: empty outputs and gradients, nothing read out of bounds.
+  for (const Case& c : {Case{{}, 0, 3, 2, 2, 1}, Case{{}, 2, 3, 2, 0, 1}, Case{{0}, 2, 3, 2, 2, 1}}) {
+    BOOST_TEST_CONTEXT(str(c)) {
+      Graph<double> g;
+      const auto q = g.input("q", random_array<double>(with(c.batch, c.t_q, c.d_k), 50));
+      const auto k = g.input("k", random_array<double>(with(c.batch, c.t_k, c.d_k), 51));
+      const auto v = g.input("v", random_array<double>(with(c.batch, c.t_k, c.d_v), 52));
+      const auto composed = attention(q, k, v);
+      const auto fused = attention(q, k, v, AttentionImpl::fused);
+      BOOST_TEST(fused.value() == composed.value());
+      const auto a = grad(composed, {q, k, v});
+      const auto b = grad(fused, {q, k, v});
+      for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(b[i].value() == a[i].value());
+    }
+  }
+  // d_k = 0 (with a given scale): every weight 1 / T_k, gradients w.r.t. v only.
+  Graph<double> g;
+  const auto q = g.input("q", xt::zeros<double>({2, 0}));
+  const auto k = g.input("k", xt::zeros<double>({4, 0}));
+  const auto v = g.input("v", random_array<double>({4, 3}, 53));
+  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
+  const auto grads = grad(packed, {q, k, v});
+  BOOST_TEST(grads[0].value().size() == 0u);
+  check_ulps(grads[2].value(), xt::xarray<double>(xt::ones<double>({4, 3}) * 0.5), 4);
+}
+
 BOOST_AUTO_TEST_CASE(exports_imports_and_replays) {
   Graph<float> g;
   const auto q = g.input("q", random_array<float>({2, 3, 4}, 16));
@@ -212,25 +265,48 @@ BOOST_AUTO_TEST_CASE(exports_imports_and_replays) {
 }
 
 BOOST_AUTO_TEST_CASE(two_threads_split_the_tiles) {
-  // 3 batch indices x 2 query tiles forward, x 3 key tiles backward, split over 2 threads: the
-  // output and grad_k, grad_v repeat their bits; grad_q sums the threads' parts in another order.
-  const int before = openblas_get_num_threads();
-  std::vector<xt::xarray<double>> values[2];
-  for (int threads : {1, 2}) {
-    openblas_set_num_threads(threads);
-    BOOST_TEST_REQUIRE(xgrad::detail::parallel_threads() == std::size_t(threads));
-    Graph<double> g;
-    const auto q = g.input("q", random_array<double>({3, 300, 8}, 30));
-    const auto k = g.input("k", random_array<double>({3, 1100, 8}, 31));
-    const auto v = g.input("v", random_array<double>({3, 1100, 4}, 32));
-    const auto out = attention(q, k, v, AttentionImpl::fused);
-    values[threads - 1].push_back(out.value());
-    for (const auto& gr : grad(out, {q, k, v}, random_array<double>({3, 300, 4}, 33))) values[threads - 1].push_back(gr.value());
-    BOOST_TEST(openblas_get_num_threads() == threads);  // restored after the fused nodes
+  // Forward, threads split (batch index, query tile) items; backward, 3 batch indices are split
+  // by batch index, 1 by key tile (3 tiles), each thread summing its own grad_q. The output,
+  // grad_k and grad_v repeat their bits, and grad_q does when split by batch index.
+  struct Restore {
+    int before = openblas_get_num_threads();
+    ~Restore() { openblas_set_num_threads(before); }
+  } restore;
+  for (const std::size_t batch : {3, 1}) {
+    std::vector<xt::xarray<double>> values[2];
+    for (int threads : {1, 2}) {
+      openblas_set_num_threads(threads);
+      BOOST_TEST_REQUIRE(xgrad::detail::parallel_threads() == std::size_t(threads));
+      Graph<double> g;
+      const auto q = g.input("q", random_array<double>({batch, 300, 8}, 30));
+      const auto k = g.input("k", random_array<double>({batch, 1100, 8}, 31));
+      const auto v = g.input("v", random_array<double>({batch, 1100, 4}, 32));
+      const auto out = attention(q, k, v, AttentionImpl::fused);
+      values[threads - 1].push_back(out.value());
+      for (const auto& gr : grad(out, {q, k, v}, random_array<double>({batch, 300, 4}, 33))) {
+        values[threads - 1].push_back(gr.value());
+      }
+      BOOST_TEST(openblas_get_num_threads() == threads);  // restored after the fused nodes
+    }
+    BOOST_TEST_CONTEXT("batch " << batch) {
+      for (std::size_t i : {0, 2, 3}) BOOST_TEST(values[0][i] == values[1][i], "value " << i);
+      if (batch == 3) BOOST_TEST(values[0][1] == values[1][1]);
+      BOOST_TEST(relative_error(values[1][1], values[0][1]) <= 1e-14);
+    }
   }
-  openblas_set_num_threads(before);
-  for (std::size_t i : {0, 2, 3}) BOOST_TEST(values[0][i] == values[1][i], "value " << i);
-  BOOST_TEST(relative_error(values[1][1], values[0][1]) <= 1e-14);
+}
+
+BOOST_AUTO_TEST_CASE(an_import_counts_the_weights_it_would_compute) {
+  // 64 x 64 weights against a budget of 3000 elements: the nodes' values hold far fewer.
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({64, 1}, 60));
+  const auto k = g.input("k", random_array<double>({64, 1}, 61));
+  const auto v = g.input("v", random_array<double>({64, 1}, 62));
+  attention(q, k, v, AttentionImpl::fused);
+  const std::string text = to_json(g, ExportValues::inputs).dump();
+  check_error([&] { graph_from_json<double>(text, 3000); },
+              {"graph JSON: nodes[3]: the graph holds more than 3000 elements in all"});
+  BOOST_TEST(graph_from_json<double>(text, 5000)->size() == g.size());
 }
 
 BOOST_AUTO_TEST_CASE(rows_of_minus_infinity_and_nan) {
@@ -249,6 +325,17 @@ BOOST_AUTO_TEST_CASE(rows_of_minus_infinity_and_nan) {
   BOOST_TEST(fused(1, 0) == composed(1, 0), boost::test_tools::tolerance(1e-15));
   BOOST_TEST(std::isnan(fused(2, 0)));
   BOOST_TEST(std::isnan(composed(2, 0)));
+  // Backward: the row of -inf scores passes no gradient to q or v, in both.
+  Graph<double> h;
+  const auto q2 = h.input("q", {{-inf}, {1.0}});
+  const auto k2 = h.input("k", {{1.0}, {2.0}});
+  const auto v2 = h.input("v", {{3.0, 0.0}, {0.0, 6.0}});
+  const auto f = grad(attention(q2, k2, v2, 1.0, AttentionImpl::fused), {q2, v2});
+  const auto c = grad(attention(q2, k2, v2, 1.0), {q2, v2});
+  BOOST_TEST(f[0].value()(0, 0) == 0.0);
+  BOOST_TEST(c[0].value()(0, 0) == 0.0);
+  BOOST_TEST(f[0].value()(1, 0) == c[0].value()(1, 0), boost::test_tools::tolerance(1e-14));
+  BOOST_TEST(relative_error(f[1].value(), c[1].value()) <= 1e-15);
 }
 
 BOOST_AUTO_TEST_CASE(rejects_bad_shapes_and_scales) {

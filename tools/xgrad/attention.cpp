@@ -30,8 +30,8 @@ const char* const help =
     "\n"
     "The four files are written whole or not at all, and never over an input file. JSON cannot\n"
     "show the shape of an empty array beyond its first empty axis ([] for (0, 1, 2)); --out can.\n"
-    "With --impl composed, inputs whose T_q x T_k score arrays (times the batch) exceed 2^26\n"
-    "elements are refused.\n"
+    "Inputs whose T_q x T_k score arrays (times the batch) exceed 2^26 elements are refused, with\n"
+    "either --impl.\n"
     "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
 
 template <class T>

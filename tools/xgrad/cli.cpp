@@ -121,8 +121,9 @@ AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
   }
   in.dtype = o.choice("--dtype", {"float32", "float64"}, in.dtype);
   in.impl = o.choice("--impl", {"composed", "fused"}, "composed") == "fused" ? AttentionImpl::fused : AttentionImpl::composed;
-  // The T_q x T_k arrays the composed graph will hold, before anything allocates them.
-  if (in.impl == AttentionImpl::composed && in.q.dimension() >= 2 && in.k.dimension() >= 2) {
+  // The T_q x T_k arrays the composed graph will hold, and the fused one compute tile by tile,
+  // before anything allocates them.
+  if (in.q.dimension() >= 2 && in.k.dimension() >= 2) {
     Shape scores(in.q.shape().begin(), in.q.shape().end() - 1);
     scores.push_back(in.k.shape()[in.k.dimension() - 2]);
     if (!bounded_size(scores, max_scores_elements)) {
