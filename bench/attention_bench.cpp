@@ -29,6 +29,8 @@
 
 #include <xgrad/xgrad.hpp>
 
+#include "random_matrix.hpp"
+
 extern "C" void openblas_set_num_threads(int);
 
 // Heap accounting: every operator new/delete of the process, for peak_extra_M.
@@ -68,14 +70,7 @@ struct Shape4 {
   }
 };
 
-template <class T>
-xt::xarray<T> random(std::size_t rows, std::size_t cols, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal;
-  xt::xarray<T> a = xt::xarray<T>::from_shape({rows, cols});
-  for (auto& x : a) x = static_cast<T>(normal(rng));
-  return a;
-}
+using xgrad::bench::random;
 
 // The bare GEMMs: the same products with the same flags, into buffers allocated once.
 template <class T>

@@ -12,6 +12,8 @@
 
 #include <xgrad/xgrad.hpp>
 
+#include "random_matrix.hpp"
+
 namespace {
 
 // A field of /proc/self/status in MiB ("VmRSS", "VmHWM").
@@ -25,14 +27,7 @@ double status_mib(const char* field) {
   return -1;
 }
 
-template <class T>
-xt::xarray<T> random(std::size_t rows, std::size_t cols, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal;
-  xt::xarray<T> a = xt::xarray<T>::from_shape({rows, cols});
-  for (auto& x : a) x = static_cast<T>(normal(rng));
-  return a;
-}
+using xgrad::bench::random;
 
 template <class T>
 int measure(xgrad::AttentionImpl impl, std::size_t t, std::size_t d) {

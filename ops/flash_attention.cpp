@@ -136,11 +136,7 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp> {
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     detail::check_flash_scale(m_scale);
-    const detail::FlashDims d = detail::flash_dims(x[0], x[1], x[2]);
-    Shape y = d.batch_axes;
-    y.push_back(d.t_q);
-    y.push_back(d.d_v + 1);
-    return y;
+    return detail::flash_dims(x[0], x[1], x[2]).packed_shape();
   }
 
   template <class T>

@@ -62,6 +62,12 @@ struct FlashDims {
   Shape batch_axes;
   std::size_t batch, t_q, t_k, d_k, d_v;
   std::size_t grads_size() const { return t_q * d_k + t_k * d_k + t_k * d_v; }
+  Shape packed_shape() const {  // (B..., T_q, d_v + 1)
+    Shape s = batch_axes;
+    s.push_back(t_q);
+    s.push_back(d_v + 1);
+    return s;
+  }
 };
 
 // From the shapes of q, k and v; throws xgrad::error naming them (and `op`) if they do not fit.

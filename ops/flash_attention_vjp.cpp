@@ -6,8 +6,9 @@
 //            grad_Q_i += a dS K_j;  grad_K_j += a dS^T Q_i
 //          (rowsum(dP * P) = rowsum(g * out), a T_q x d_v pass, not T_q x T_k; and the gradient of
 //          lse w.r.t. the scores is P, hence the - h).
-// VJP:     the composed graph's: the same gradients built from matmul, softmax, softmax_vjp, mul,
-//          add, slice, pad and reshape nodes, differentiated by the ordinary backward pass.
+// VJP:     the composed graph's: flash_attention built from scale, matmul, softmax, log_softmax,
+//          add, slice and pad nodes, its VJP taken by the ordinary backward pass (each op's own
+//          rule), laid out as this node's output, and differentiated again.
 //          packed gets no contribution: the composition recomputes out and lse from q, k and v.
 //          An input that is also another (k = q) gets its whole gradient once.
 // saves:   nothing beyond its inputs. Scratch: two tiles of weights (P and dS) per thread and,
@@ -24,8 +25,8 @@
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/gemm.hpp>
+#include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
-#include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/pad.hpp>
 #include <xgrad/ops/parallel.hpp>
 #include <xgrad/ops/reshape.hpp>
@@ -33,7 +34,6 @@
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
-#include <xgrad/ops/softmax_vjp.hpp>
 
 namespace xgrad {
 
@@ -90,9 +90,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
   Shape infer_shape(const std::vector<Shape>& x) const override {
     detail::check_flash_scale(m_scale);
     const detail::FlashDims d = detail::flash_dims(x[0], x[1], x[2]);
-    Shape packed = d.batch_axes;
-    packed.push_back(d.t_q);
-    packed.push_back(d.d_v + 1);
+    const Shape packed = d.packed_shape();
     if (x[3] != packed || x[4] != packed) {
       throw error("packed is " + shape_str(x[3]) + " and grad_packed is " + shape_str(x[4]) + ", both must be " +
                   shape_str(packed) + " (B..., T_q, d_v + 1) for q " + shape_str(x[0]) + " and v " + shape_str(x[2]));
@@ -181,18 +179,25 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
                   "flash_attention of the same q, k, v and scale; packed is node " + std::to_string(a.x[3].id()) + " (" +
                   p.op_name() + ")");
     }
-    // One statement per node: the ids follow the formula's order.
-    const Var<T> qs = scale(q, m_scale);
-    const Var<T> scores = matmul(qs, k, false, true);
-    const Var<T> weights = softmax(scores, -1);
-    const Var<T> g = slice(gp, -1, 0, d.d_v);
-    const Var<T> h = slice(gp, -1, d.d_v, d.d_v + 1);
-    const Var<T> grad_v = matmul(weights, g, true, false);
-    const Var<T> grad_weights = matmul(g, v, false, true);
-    const Var<T> grad_scores = add(softmax_vjp(weights, grad_weights, -1), mul(weights, h));
-    const Var<T> grad_qs = matmul(grad_scores, k);
-    const Var<T> grad_q = scale(grad_qs, m_scale);
-    const Var<T> grad_k = matmul(grad_scores, qs, true, false);
+    // flash_attention composed of ops, then its VJP for the seed grad_packed by the ordinary
+    // backward pass: each op's own VJP, no formula written again here. q, k and v enter through
+    // identity nodes, so that the results are this node's partial derivatives, one per slot,
+    // even when an input is another (k = q).
+    const Accumulate<T> sum = [](const Var<T>& x, const Var<T>& y) { return add(x, y); };
+    const Var<T> q1 = scale(q, 1.0);
+    const Var<T> k1 = scale(k, 1.0);
+    const Var<T> v1 = scale(v, 1.0);
+    const Var<T> qs = scale(q1, m_scale);
+    const Var<T> scores = matmul(qs, k1, false, true);
+    const Var<T> out = matmul(softmax(scores, -1), v1);
+    const Var<T> log_weights = log_softmax(scores, -1);
+    const Var<T> lse = slice(add(scores, scale(log_weights, -1.0)), -1, 0, 1);  // s - log softmax(s)
+    const Var<T> out_part = pad(out, -1, 0, 1);
+    const Var<T> packed = add(out_part, pad(lse, -1, d.d_v, 0));
+    const std::vector<Var<T>> grads_of_packed = backward(packed, {q1, k1, v1}, gp, sum, /*through_xs=*/false);
+    const Var<T>& grad_q = grads_of_packed[0];
+    const Var<T>& grad_k = grads_of_packed[1];
+    const Var<T>& grad_v = grads_of_packed[2];
     // Flattened and laid end to end, as the forward's output.
     const Var<T>* parts[] = {&grad_q, &grad_k, &grad_v};
     const std::size_t sizes[] = {d.t_q * d.d_k, d.t_k * d.d_k, d.t_k * d.d_v};
@@ -206,9 +211,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
       before += sizes[i];
     }
     const std::vector<Var<T>> wrt = {q, k, v, gp};
-    const std::vector<Var<T>> second =
-        backward(grads, wrt, a.grad_out, Accumulate<T>([](const Var<T>& x, const Var<T>& y) { return add(x, y); }),
-                 /*through_xs=*/false);
+    const std::vector<Var<T>> second = backward(grads, wrt, a.grad_out, sum, /*through_xs=*/false);
     // Partial derivatives (the walk stops at the inputs: grad_packed may be computed from q).
     // Each of backward's results is the whole gradient of its node: a node that is several of
     // the inputs (k = q, say) takes it at its first slot and zeros at the others, or the sum
