@@ -1,5 +1,6 @@
 #include <xgrad/graph/graph.hpp>
 
+#include <algorithm>
 #include <utility>
 
 namespace xgrad {
@@ -44,9 +45,21 @@ const Node<T>& Var<T>::node() const {
   return graph().node(m_id);
 }
 
+namespace {
+
+template <class T>
+std::string released_message(const Node<T>& n, std::size_t id) {
+  return "node " + std::to_string(id) + " (" + n.op_name() +
+         ") has no value: keep_only released it (keep it, or call keep_all() and replay())";
+}
+
+}  // namespace
+
 template <class T>
 const xt::xarray<T>& Var<T>::value() const {
-  return node().value;
+  const Node<T>& n = node();
+  if (n.released) throw error(released_message(n, m_id));
+  return n.value;
 }
 
 template <class T>
@@ -168,7 +181,11 @@ Var<T> Graph<T>::apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& 
     if (x.size() != op->arity()) {
       throw error("takes " + std::to_string(op->arity()) + " inputs, got " + std::to_string(x.size()));
     }
-    for (std::size_t i = 0; i < x.size(); ++i) check_var(x[i], ("input " + std::to_string(i)).c_str());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      check_var(x[i], ("input " + std::to_string(i)).c_str());
+      const Node<T>& in = m_nodes[x[i].id()];
+      if (in.released) throw error("input " + std::to_string(i) + ": " + released_message(in, x[i].id()));
+    }
   };
   with_node_context(*op, id, check_inputs);
 
@@ -201,6 +218,10 @@ void Graph<T>::set_value(const Var<T>& leaf, xt::xarray<T> value) {
 
 template <class T>
 void Graph<T>::replay() {
+  if (m_lean) {
+    replay_lean();
+    return;
+  }
   for (std::size_t id = 0; id < m_nodes.size(); ++id) {
     Node<T>& n = m_nodes[id];
     if (n.is_leaf()) continue;
@@ -208,6 +229,124 @@ void Graph<T>::replay() {
     const Shape shape = with_node_context(*n.op, id, [&] { return n.op->infer_shape(shapes_of(args)); });
     if (!shapes_equal(shape, n.value.shape())) n.value.resize(shape);
     n.op->forward(args, n.value);
+    n.released = false;
+  }
+}
+
+template <class T>
+void Graph<T>::keep_only(const std::vector<Var<T>>& keep) {
+  for (const auto& v : keep) check_var(v, "keep_only: a Var to keep");
+  m_keep.clear();
+  for (const auto& v : keep) m_keep.push_back(v.id());
+  m_lean = true;
+  m_spare.clear();
+  std::vector<char> kept(m_nodes.size(), 0);
+  for (auto id : m_keep) kept[id] = 1;
+  for (const auto* names : {&m_outputs, &m_grads}) {
+    for (const auto& [name, id] : *names) kept[id] = 1;
+  }
+  for (std::size_t id = 0; id < m_nodes.size(); ++id) {
+    Node<T>& n = m_nodes[id];
+    if (n.is_leaf() || kept[id] || n.released) continue;
+    n.value = xt::xarray<T>::from_shape({0});
+    n.released = true;
+  }
+}
+
+template <class T>
+void Graph<T>::keep_all() {
+  m_lean = false;
+  m_keep.clear();
+  m_spare.clear();
+}
+
+template <class T>
+void Graph<T>::require_values(const std::string& who) const {
+  for (std::size_t id = 0; id < m_nodes.size(); ++id) {
+    if (m_nodes[id].released) throw error(who + ": " + released_message(m_nodes[id], id));
+  }
+}
+
+template <class T>
+std::size_t Graph<T>::held_elements() const {
+  std::size_t count = 0;
+  for (const auto& n : m_nodes) count += n.value.size();
+  for (const auto& b : m_spare) count += b.size();
+  return count;
+}
+
+template <class T>
+void Graph<T>::replay_lean() {
+  const std::size_t count = m_nodes.size();
+  // kept: holds its value after the replay. needed: kept, or read by a needed node. last_read:
+  // the last needed node that reads it.
+  std::vector<char> kept(count, 0), needed(count, 0);
+  std::vector<std::size_t> last_read(count, 0);
+  for (auto id : m_keep) kept[id] = 1;
+  for (const auto* names : {&m_outputs, &m_grads}) {
+    for (const auto& [name, id] : *names) kept[id] = 1;
+  }
+  for (std::size_t id = count; id-- > 0;) {
+    const Node<T>& n = m_nodes[id];
+    if (n.is_leaf()) kept[id] = 1;
+    needed[id] = needed[id] || kept[id];
+    if (!needed[id]) continue;
+    for (auto in : n.inputs) {
+      needed[in] = 1;
+      last_read[in] = std::max(last_read[in], id);
+    }
+  }
+  const auto release = [&](std::size_t id) {
+    Node<T>& n = m_nodes[id];
+    if (n.released) return;
+    m_spare.push_back(std::move(n.value));
+    n.value = xt::xarray<T>::from_shape({0});
+    n.released = true;
+  };
+  for (std::size_t id = 0; id < count; ++id) {
+    Node<T>& n = m_nodes[id];
+    if (n.is_leaf()) continue;
+    if (!needed[id]) {
+      release(id);
+      continue;
+    }
+    Args<T> args = args_of(n);
+    const Shape shape = with_node_context(*n.op, id, [&] { return n.op->infer_shape(shapes_of(args)); });
+    if (!kept[id]) {
+      // The buffer: an input read for the last time here, if the op may write over it; else a
+      // spare buffer of the same size; else a new one.
+      std::optional<std::size_t> over;
+      for (std::size_t j = 0; j < n.inputs.size() && !over; ++j) {
+        const std::size_t in = n.inputs[j];
+        if (!kept[in] && last_read[in] == id && n.op->overwrites_input(j) &&
+            shapes_equal(m_nodes[in].value.shape(), shape)) {
+          over = j;
+        }
+      }
+      if (over) {
+        const std::size_t in = n.inputs[*over];
+        n.value = std::move(m_nodes[in].value);
+        m_nodes[in].value = xt::xarray<T>::from_shape({0});
+        m_nodes[in].released = true;
+        for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+          if (n.inputs[j] == in) args[j] = &n.value;
+        }
+      } else {
+        std::size_t size = 1;
+        for (std::size_t d : shape) size *= d;
+        auto spare = std::find_if(m_spare.begin(), m_spare.end(), [&](const auto& b) { return b.size() == size; });
+        if (spare != m_spare.end()) {
+          n.value = std::move(*spare);
+          m_spare.erase(spare);
+        }
+      }
+    }
+    if (!shapes_equal(shape, n.value.shape())) n.value.resize(shape);
+    n.op->forward(args, n.value);
+    n.released = false;
+    for (auto in : n.inputs) {
+      if (!kept[in] && last_read[in] == id) release(in);
+    }
   }
 }
 

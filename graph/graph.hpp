@@ -41,6 +41,8 @@ struct Node {
   // y does not depend on). Empty on forward nodes and on a VJP rule's intermediate nodes.
   std::optional<std::size_t> grad_of;
   xt::xarray<T> value;
+  // Set by a lean graph (Graph::keep_only) on a node whose value it gave up: value is empty then.
+  bool released = false;
 
   bool is_leaf() const { return op == nullptr; }
   // Part of a backward pass: a backward node, or a leaf grad() made (a seed, zeros).
@@ -93,6 +95,24 @@ class Graph {
   // Re-runs every non-leaf node's forward in id order, reusing the nodes' buffers.
   void replay();
 
+  // Lean replays, for training loops and large T: keep_only(keep) releases now the value of every
+  // non-leaf node except those in `keep` and those named by set_output/set_grad. From then on
+  // replay() computes only the nodes that a kept node depends on, each released node into a
+  // buffer it shares with nodes whose values are not needed at the same time (an op that allows
+  // it writes over an input read for the last time, see Op::overwrites_input), and releases it
+  // after its last reader. So a replay holds at once only the values still to be read, not
+  // all of them, and allocates nothing once the buffers exist. Kept values and results are the
+  // same bits as a full replay's. A released value cannot be read (Var::value throws) nor become
+  // the input of a new node; exports and diagnostics need every value (require_values).
+  // keep_all() ends it: the next replay() computes every value again.
+  void keep_only(const std::vector<Var<T>>& keep);
+  void keep_all();
+  bool lean() const { return m_lean; }
+  // Throws xgrad::error, starting with `who`, if a node's value is released.
+  void require_values(const std::string& who) const;
+  // The elements the graph holds: its nodes' values and a lean graph's spare buffers.
+  std::size_t held_elements() const;
+
   // Names for exports: "outputs" and "grads" of the JSON format. A name set again is replaced.
   void set_output(std::string name, const Var<T>& v);
   void set_grad(std::string name, const Var<T>& v);
@@ -127,6 +147,11 @@ class Graph {
   Var<T> add_leaf(Role role, std::string name, xt::xarray<T> value);
   void check_var(const Var<T>& v, const char* what) const;
   Args<T> args_of(const Node<T>& n) const;
+  void replay_lean();
+
+  bool m_lean = false;
+  std::vector<std::size_t> m_keep;      // keep_only's explicit Vars
+  std::vector<xt::xarray<T>> m_spare;   // buffers of released values, for the next lean replay
 
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
   int m_backward_depth = 0;
@@ -152,6 +177,7 @@ void Graph<T>::copy_from(const Graph<U>& src, std::size_t count) {
     throw error("copy_from: asked for " + std::to_string(count) + " nodes of a graph of " +
                 std::to_string(src.size()));
   }
+  src.require_values("copy_from");
   const std::size_t offset = m_nodes.size();
   for (std::size_t i = 0; i < count; ++i) {
     const Node<U>& s = src.node(i);

@@ -67,6 +67,14 @@ class Op {
   // Builds, as ordinary nodes of the same graph, one gradient per input (empty if not wanted).
   virtual std::vector<Var<float>> vjp(const VjpArgs<float>& a) const = 0;
   virtual std::vector<Var<double>> vjp(const VjpArgs<double>& a) const = 0;
+  // True if forward(x, y) is also right when y is the very array x[i] (same shape): the op reads
+  // each element of its inputs, or a whole row of them, before it writes the output there.
+  // Lean replays (Graph::keep_only) then write the output over input i when nothing reads that
+  // input later. False unless the op's tests check it.
+  virtual bool overwrites_input(std::size_t i) const {
+    (void)i;
+    return false;
+  }
   // Typed attributes, for export; {} when the op has none. The op's factory reads them back.
   virtual Json attrs() const { return Json::object(); }
   // The shape of the intermediate values the forward computes without holding them (the fused

@@ -236,6 +236,7 @@ const char* values_name(ExportValues values) {
 
 template <class T>
 Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> diagnostics) {
+  g.require_values("export");
   Json nodes = Json::array();
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Node<T>& n = g.node(i);

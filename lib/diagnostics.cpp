@@ -58,6 +58,7 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
   if (!(threshold > 0 && threshold <= 1)) {
     throw error("softmax_diagnostics: the threshold must be in (0, 1], got " + number_str(threshold));
   }
+  g.require_values("softmax_diagnostics");
   std::vector<SoftmaxDiagnostics> out;
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& node = g.node(id);

@@ -59,6 +59,7 @@ std::string saturation_colour(double fraction) {
 
 template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values) {
+  graph.require_values("export");
   if (values == ExportValues::none) return graph_to_json(graph, values);
   return graph_to_json(graph, values, diagnostics_to_json(softmax_diagnostics(graph), true));
 }
@@ -83,6 +84,7 @@ std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max
 
 template <class T>
 std::string to_dot(const Graph<T>& g) {
+  g.require_values("to_dot");
   std::ostringstream out;
   out << "digraph xgrad {\n"
          "  rankdir=TB;\n"

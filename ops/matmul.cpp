@@ -11,6 +11,7 @@
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/gemm.hpp>
+#include <xgrad/ops/parallel.hpp>
 
 namespace xgrad {
 
@@ -19,6 +20,10 @@ namespace {
 // Attribute keys, for attrs() and the factory alike.
 constexpr const char* key_transpose_a = "transpose_a";
 constexpr const char* key_transpose_b = "transpose_b";
+
+// Products of fewer multiply-adds than this run on the calling thread: about 50 us of work, well
+// above the cost of waking a worker.
+constexpr std::size_t min_split_work = std::size_t(1) << 21;
 
 class MatmulOp final : public OpFor<MatmulOp> {
  public:
@@ -57,9 +62,33 @@ class MatmulOp final : public OpFor<MatmulOp> {
     const Shape bs(b.shape().begin(), b.shape().end());
     const Dims d = dims(as, bs);
     const std::size_t batch = y.size() / std::max<std::size_t>(d.m * d.n, 1);
-    for (std::size_t i = 0; i < batch; ++i) {
-      detail::gemm(m_ta, m_tb, d.m, d.n, d.k, T(1), a.data() + i * d.m * d.k, as.back(), b.data() + i * d.k * d.n,
-                   bs.back(), T(0), y.data() + i * d.m * d.n, d.n);
+    // Products over [i0, i1) x [r0, r1) x [c0, c1): batch indices, rows and columns of y.
+    const auto block = [&](std::size_t i0, std::size_t i1, std::size_t r0, std::size_t r1, std::size_t c0,
+                           std::size_t c1) {
+      for (std::size_t i = i0; i < i1; ++i) {
+        const T* ai = a.data() + i * d.m * d.k + (m_ta ? r0 : r0 * as.back());
+        const T* bi = b.data() + i * d.k * d.n + (m_tb ? c0 * bs.back() : c0);
+        detail::gemm(m_ta, m_tb, r1 - r0, c1 - c0, d.k, T(1), ai, as.back(), bi, bs.back(), T(0),
+                     y.data() + i * d.m * d.n + r0 * d.n + c0, d.n);
+      }
+    };
+    // With more than one thread, xgrad's pool splits the product, by batch index or else by
+    // rows of y in multiples of 16, and each part runs on one OpenBLAS thread: OpenBLAS's own
+    // threads scale worse here, and would spin beside the pool's. A product of too few rows is
+    // left to OpenBLAS. Either way the last bits may depend on the thread count.
+    const std::size_t threads = detail::parallel_threads(), units = (d.m + 15) / 16;
+    if (threads <= 1 || batch * d.m * d.n * d.k < min_split_work || (batch < threads && units < threads)) {
+      block(0, batch, 0, d.m, 0, d.n);
+    } else if (batch >= threads) {
+      detail::parallel_blas_chunks(batch, threads, [&](std::size_t, std::size_t i0, std::size_t i1) {
+        block(i0, i1, 0, d.m, 0, d.n);
+      });
+    } else {
+      for (std::size_t i = 0; i < batch; ++i) {
+        detail::parallel_blas_chunks(units, threads, [&](std::size_t, std::size_t u0, std::size_t u1) {
+          block(i, i + 1, u0 * 16, std::min(u1 * 16, d.m), 0, d.n);
+        });
+      }
     }
   }
 

@@ -15,6 +15,7 @@ class MulOp final : public OpFor<MulOp> {
  public:
   std::string name() const override { return "mul"; }
   std::size_t arity() const override { return 2; }
+  bool overwrites_input(std::size_t) const override { return true; }  // element by element
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     return detail::broadcast_or_throw(x[0], x[1]);

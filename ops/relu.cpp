@@ -15,6 +15,7 @@ class ReluOp final : public OpFor<ReluOp> {
  public:
   std::string name() const override { return "relu"; }
   std::size_t arity() const override { return 1; }
+  bool overwrites_input(std::size_t) const override { return true; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
 

@@ -20,6 +20,7 @@ class ScaleOp final : public OpFor<ScaleOp> {
 
   std::string name() const override { return "scale"; }
   std::size_t arity() const override { return 1; }
+  bool overwrites_input(std::size_t) const override { return true; }
   Json attrs() const override { return {{key_alpha, m_alpha}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }

@@ -34,6 +34,7 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
 
   std::string name() const override { return "softmax"; }
   std::size_t arity() const override { return 1; }
+  bool overwrites_input(std::size_t) const override { return true; }  // the row is read before it is written
   Json attrs() const override { return {{key_axis, m_axis}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {

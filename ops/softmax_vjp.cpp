@@ -31,6 +31,7 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
 
   std::string name() const override { return "softmax_vjp"; }
   std::size_t arity() const override { return 2; }
+  bool overwrites_input(std::size_t) const override { return true; }  // the row dot is taken first
   Json attrs() const override { return {{key_axis, m_axis}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {

@@ -8,12 +8,16 @@
 #include <random>
 #include <string>
 
+#include <boost/mpl/list.hpp>
 #include <boost/test/unit_test.hpp>
 #include <xtensor/xarray.hpp>
 
 #include <xgrad/xgrad.hpp>
 
 namespace xgrad::test {
+
+// Both dtypes, for BOOST_AUTO_TEST_CASE_TEMPLATE.
+using dtypes = boost::mpl::list<float, double>;
 
 // Gaussian entries, materialised (never a lazy xt::random expression), from a fixed seed.
 template <class T>

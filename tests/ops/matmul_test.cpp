@@ -1,9 +1,14 @@
 #include "../check.hpp"
 
+#include <xgrad/ops/parallel.hpp>
+
 using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::check_gradients;
 using xgrad::test::random_array;
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
 
 BOOST_AUTO_TEST_SUITE(matmul)
 
@@ -73,6 +78,48 @@ BOOST_AUTO_TEST_CASE(second_order_matches_finite_differences) {
   const auto grads = grad(y, {a, b}, u);
   check_gradients(grads[0], {a, b, u});
   check_gradients(grads[1], {a, b, u});
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(threads_split_products_within_rounding, T, test::dtypes) {
+  // With 2 threads the pool splits large products, by batch index when there are enough, else
+  // by rows in multiples of 16, each part one OpenBLAS call. The bits may differ from 1
+  // thread's in the last place (OpenBLAS packs a part as it would a product of that size; its
+  // own threads, case 6, differ too), the values not beyond rounding.
+  struct Case {
+    Shape a, b;
+    bool ta, tb;
+  };
+  const std::vector<Case> cases = {
+      {{300, 70}, {70, 200}, false, false},        // rows, a partial last part
+      {{70, 130}, {70, 500}, true, false},         // rows of a transposed a
+      {{90, 64}, {333, 64}, false, true},          // a transposed b
+      {{64, 290}, {260, 64}, true, true},          // both transposed
+      {{3, 200, 64}, {3, 64, 180}, false, false},  // batch indices
+      {{1, 250, 40}, {1, 250, 300}, true, false},  // one batch index: its rows
+      {{20, 300}, {300, 900}, false, false},       // too few rows to split: OpenBLAS's own threads
+  };
+  const int before = openblas_get_num_threads();
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    std::vector<xt::xarray<T>> values;
+    for (int threads : {1, 2}) {
+      openblas_set_num_threads(threads);
+      Graph<T> g;
+      const auto a = g.input("a", random_array<T>(cases[c].a, 2 * c + 1));
+      const auto b = g.input("b", random_array<T>(cases[c].b, 2 * c + 2));
+      values.push_back(xgrad::matmul(a, b, cases[c].ta, cases[c].tb).value());
+    }
+    BOOST_TEST(xgrad::detail::parallel_threads() == 2u);
+    // Entries are sums of up to 300 products of standard normals (|y| up to ~60).
+    const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+    BOOST_TEST(xt::allclose(values[0], values[1], 0.0, tol), "case " << c);
+    Graph<double> g;  // and they are the product: against float64 on 1 thread
+    openblas_set_num_threads(1);
+    const auto a = g.input("a", xt::cast<double>(random_array<T>(cases[c].a, 2 * c + 1)));
+    const auto b = g.input("b", xt::cast<double>(random_array<T>(cases[c].b, 2 * c + 2)));
+    const xt::xarray<double> expected = xgrad::matmul(a, b, cases[c].ta, cases[c].tb).value();
+    BOOST_TEST(xt::allclose(xt::cast<double>(values[1]), expected, 1e-4, 1e-4), "case " << c);
+  }
+  openblas_set_num_threads(before);
 }
 
 BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {

@@ -1,0 +1,136 @@
+// Lean replays (Graph::keep_only): the kept values are a full replay's bits, released values
+// cannot be read, and attention's forward+backward holds two T_q x T_k arrays, not four.
+#include "../check.hpp"
+
+#include <cstring>
+
+using namespace xgrad;
+using xgrad::test::check_error;
+using xgrad::test::random_array;
+
+namespace {
+
+template <class T>
+bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  return shapes_equal(a.shape(), b.shape()) && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// Attention forward and backward over T queries and keys of width d, with out and the three
+// gradients named as the graph's output and grads.
+template <class T>
+struct AttentionGraph {
+  Graph<T> g;
+  Var<T> q, k, v, seed, out;
+  std::vector<Var<T>> grads;
+
+  AttentionGraph(std::size_t t, std::size_t d, std::uint64_t seed_no) {
+    q = g.input("q", random_array<T>({t, d}, seed_no));
+    k = g.input("k", random_array<T>({t, d}, seed_no + 1));
+    v = g.input("v", random_array<T>({t, d}, seed_no + 2));
+    out = attention(q, k, v);
+    seed = g.input("grad_out", random_array<T>({t, d}, seed_no + 3));
+    grads = grad(out, {q, k, v}, seed);
+    g.set_output("out", out);
+    for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
+  }
+  void set_inputs(std::uint64_t seed_no) {
+    const Shape s(q.value().shape().begin(), q.value().shape().end());
+    for (const auto& x : {q, k, v, seed}) g.set_value(x, random_array<T>(s, seed_no++));
+  }
+  std::vector<xt::xarray<T>> results() const {
+    return {out.value(), grads[0].value(), grads[1].value(), grads[2].value()};
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(lean)
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(attention_replays_to_the_same_bits, T, test::dtypes) {
+  AttentionGraph<T> full(48, 8, 1), lean(48, 8, 1);
+  lean.g.keep_only({});
+  BOOST_TEST(lean.g.lean());
+  for (std::uint64_t inputs : {10, 20}) {  // the second replay reuses the first one's buffers
+    full.set_inputs(inputs);
+    lean.set_inputs(inputs);
+    full.g.replay();
+    lean.g.replay();
+    const auto a = full.results(), b = lean.results();
+    for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(same_bits(a[i], b[i]), "result " << i << ", inputs " << inputs);
+  }
+  // Everything else is released; keep_all and a replay bring every value back.
+  std::size_t released = 0;
+  for (std::size_t id = 0; id < lean.g.size(); ++id) released += lean.g.node(id).released;
+  BOOST_TEST(released + 8 == lean.g.size());  // 4 leaves, out and 3 gradients
+  lean.g.keep_all();
+  lean.g.replay();
+  for (std::size_t id = 0; id < full.g.size(); ++id) {
+    BOOST_TEST(!lean.g.node(id).released);
+    BOOST_TEST(same_bits(full.g.node(id).value, lean.g.node(id).value), "node " << id);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(attention_holds_two_score_sized_arrays) {
+  // Full: the scores, the weights and both their gradients (4 T x T). Lean: the weights and the
+  // gradient of the weights, whose buffer the gradient of the scores overwrites; the scores'
+  // buffer becomes the weights'.
+  const std::size_t t = 256, d = 4;
+  AttentionGraph<double> full(t, d, 1), lean(t, d, 1);
+  lean.g.keep_only({});
+  lean.g.replay();
+  lean.g.replay();
+  const std::size_t m = t * t, small = 40 * t * d;  // O(T d): inputs, results and their kin
+  BOOST_TEST(full.g.held_elements() >= 4 * m);
+  BOOST_TEST(lean.g.held_elements() <= 2 * m + small, lean.g.held_elements() << " elements, M = " << m);
+  BOOST_TEST(lean.g.held_elements() >= 2 * m);  // the weights must meet their gradient
+}
+
+BOOST_AUTO_TEST_CASE(kept_nodes_and_new_nodes) {
+  AttentionGraph<double> full(16, 4, 1), lean(16, 4, 1);
+  // Keep the weights (the softmax node): they survive the replay, with a full replay's bits.
+  std::size_t weights = 0;
+  for (std::size_t id = 0; id < lean.g.size(); ++id) {
+    if (lean.g.node(id).op_name() == "softmax") weights = id;
+  }
+  BOOST_TEST_REQUIRE(weights > 0u);
+  lean.g.keep_only({lean.g.var(weights)});
+  full.set_inputs(5);
+  lean.set_inputs(5);
+  full.g.replay();
+  lean.g.replay();
+  BOOST_TEST(same_bits(lean.g.var(weights).value(), full.g.var(weights).value()));
+  // A new node may read kept values, and is released by the next replay unless kept.
+  const Var<double> w2 = scale(lean.g.var(weights), 2.0);
+  BOOST_TEST(same_bits(w2.value(), xt::xarray<double>(2.0 * full.g.var(weights).value())));
+  lean.g.replay();
+  BOOST_TEST(w2.node().released);
+}
+
+BOOST_AUTO_TEST_CASE(released_values_are_errors) {
+  AttentionGraph<double> a(4, 2, 1);
+  a.g.keep_only({});
+  // Node 3 is the first released one: scale(q, 1 / sqrt(d_k)).
+  BOOST_TEST_REQUIRE(a.g.node(3).op_name() == "scale");
+  const Var<double> s = a.g.var(3);
+  const std::string id = "node 3 (scale) has no value: keep_only released it";
+  check_error([&] { (void)s.value(); }, {id, "keep_all() and replay()"});
+  check_error([&] { scale(s, 2.0); }, {"scale (node", "input 0: " + id});
+  check_error([&] { to_json(a.g, ExportValues::all); }, {"export: " + id});
+  check_error([&] { to_json(a.g, ExportValues::none); }, {"export: " + id});
+  check_error([&] { to_dot(a.g); }, {"to_dot: " + id});
+  check_error([&] { softmax_diagnostics(a.g); }, {"softmax_diagnostics: " + id});
+  check_error([&] {
+    Graph<double> copy;
+    copy.copy_from(a.g, a.g.size());
+  }, {"copy_from: " + id});
+  check_error([&] { grad(a.out, {a.q}); }, {"keep_only released it"});
+  Graph<double> other;
+  const auto x = other.input("x", {{1.0}});
+  check_error([&] { a.g.keep_only({x}); }, {"keep_only: a Var to keep", "another graph"});
+  // The kept values still read, and the graph replays.
+  BOOST_TEST(a.out.value().size() == 8u);
+  a.g.replay();
+  BOOST_TEST(a.grads[0].value().size() == 8u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
