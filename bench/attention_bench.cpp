@@ -6,12 +6,16 @@
 //   build_fwd_bwd  a fresh graph built, run and differentiated per call (the documented example)
 //   fused_fwd      fwd with attention(q, k, v, AttentionImpl::fused): one flash_attention node
 //   fused_fwd_bwd  fwd_bwd with the fused op (its backward: one flash_attention_vjp node)
+//   lean_fwd       fwd of a lean graph (Graph::keep_only: only out is kept; the scores' buffer
+//                  becomes the weights')
+//   lean_fwd_bwd   fwd_bwd of a lean graph (out and the 3 gradients kept; 2 T x T buffers)
 //   gemms_fwd      the 2 forward GEMMs alone (q k^T, w v), into preallocated buffers
 //   gemms_fwd_bwd  the 6 GEMMs of forward and backward (+ g v^T, w^T g, dS k, dS^T q)
 // Counters: `ratio` = median time of the benchmark over the median time of its GEMMs, both timed
 // alternately in the same iterations (so noise hits both); `GFLOPs` (flops of the GEMMs over the
 // benchmark's time); `peak_extra_M` = the peak of bytes live on the heap during one fresh build +
-// forward (+ backward) beyond the inputs, in units of M = one T_q x T_k array.
+// forward (+ backward) beyond the inputs, in units of M = one T_q x T_k array; for the lean
+// modes, the peak during the first replay after keep_only (the build itself holds every value).
 // Run through tools/setup bench, or build/bench/xgrad_bench --benchmark_filter=...
 #include <algorithm>
 #include <atomic>
@@ -100,27 +104,38 @@ class Gemms {
   xt::xarray<T> q, k, v, g, w, dw, out, dq, dk, dv;
 };
 
-// A graph of attention on random q, k, v; with backward, grad(out, {q, k, v}, g) too.
+// A graph of attention on random q, k, v; with backward, grad(out, {q, k, v}, g) too. Lean:
+// keep_only out and the gradients.
 template <class T>
 struct AttentionGraph {
   xgrad::Graph<T> graph;
-  AttentionGraph(const Shape4& s, bool backward, xgrad::AttentionImpl impl) {
+  AttentionGraph(const Shape4& s, bool backward, xgrad::AttentionImpl impl, bool lean = false) {
     const auto q = graph.input("q", random<T>(s.t_q, s.d_k, 1));
     const auto k = graph.input("k", random<T>(s.t_k, s.d_k, 2));
     const auto v = graph.input("v", random<T>(s.t_k, s.d_v, 3));
     const auto out = xgrad::attention(q, k, v, impl);
-    if (backward) xgrad::grad(out, {q, k, v}, random<T>(s.t_q, s.d_v, 4));
+    graph.set_output("out", out);
+    if (backward) {
+      const auto grads = xgrad::grad(out, {q, k, v}, random<T>(s.t_q, s.d_v, 4));
+      for (std::size_t i = 0; i < 3; ++i) graph.set_grad(std::string(1, "qkv"[i]), grads[i]);
+    }
+    if (lean) graph.keep_only({});
   }
 };
 
-// Bytes live at the peak of one fresh build + run (+ backward), beyond those live before.
+// Bytes live at the peak of one fresh build + run (+ backward), beyond those live before; lean:
+// at the peak of the first replay after keep_only.
 template <class T>
-double peak_extra_m(const Shape4& s, bool backward, xgrad::AttentionImpl impl) {
+double peak_extra_m(const Shape4& s, bool backward, xgrad::AttentionImpl impl, bool lean) {
   xt::xarray<T> inputs[] = {random<T>(s.t_q, s.d_k, 1), random<T>(s.t_k, s.d_k, 2), random<T>(s.t_k, s.d_v, 3)};
   const std::size_t before = live_bytes.load();
   peak_bytes = before;
   {
-    AttentionGraph<T> a(s, backward, impl);
+    AttentionGraph<T> a(s, backward, impl, lean);
+    if (lean) {
+      peak_bytes = live_bytes.load();
+      a.graph.replay();
+    }
     benchmark::DoNotOptimize(a.graph.size());
   }
   // The graph's copies of q, k, v and g are inputs, not extra: subtract them.
@@ -136,18 +151,20 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-enum class Mode { fwd, fwd_bwd, build_fwd_bwd, fused_fwd, fused_fwd_bwd, gemms_fwd, gemms_fwd_bwd };
+enum class Mode { fwd, fwd_bwd, build_fwd_bwd, fused_fwd, fused_fwd_bwd, lean_fwd, lean_fwd_bwd, gemms_fwd, gemms_fwd_bwd };
 
 template <class T>
 void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
   openblas_set_num_threads(threads);
-  const bool backward = mode != Mode::fwd && mode != Mode::fused_fwd && mode != Mode::gemms_fwd;
-  const bool replayed = mode == Mode::fwd || mode == Mode::fwd_bwd || mode == Mode::fused_fwd || mode == Mode::fused_fwd_bwd;
+  const bool backward = mode != Mode::fwd && mode != Mode::fused_fwd && mode != Mode::lean_fwd && mode != Mode::gemms_fwd;
+  const bool lean = mode == Mode::lean_fwd || mode == Mode::lean_fwd_bwd;
+  const bool replayed = mode == Mode::fwd || mode == Mode::fwd_bwd || mode == Mode::fused_fwd ||
+                        mode == Mode::fused_fwd_bwd || lean;
   const auto impl = mode == Mode::fused_fwd || mode == Mode::fused_fwd_bwd ? xgrad::AttentionImpl::fused
                                                                            : xgrad::AttentionImpl::composed;
   Gemms<T> gemms(s);
   std::unique_ptr<AttentionGraph<T>> graph;
-  if (replayed) graph = std::make_unique<AttentionGraph<T>>(s, backward, impl);
+  if (replayed) graph = std::make_unique<AttentionGraph<T>>(s, backward, impl, lean);
   std::vector<double> own, reference;
   for (auto _ : state) {
     const auto t0 = Clock::now();
@@ -155,7 +172,9 @@ void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
       case Mode::fwd:
       case Mode::fwd_bwd:
       case Mode::fused_fwd:
-      case Mode::fused_fwd_bwd: graph->graph.replay(); break;
+      case Mode::fused_fwd_bwd:
+      case Mode::lean_fwd:
+      case Mode::lean_fwd_bwd: graph->graph.replay(); break;
       case Mode::build_fwd_bwd: {
         AttentionGraph<T> fresh(s, true, impl);
         benchmark::DoNotOptimize(fresh.graph.size());
@@ -174,7 +193,7 @@ void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
   state.counters["ratio"] = median(own) / median(reference);
   state.counters["GFLOPs"] = s.flops(backward) / median(own) / 1e9;
   if (replayed || mode == Mode::build_fwd_bwd) {
-    state.counters["peak_extra_M"] = peak_extra_m<T>(s, backward, impl);
+    state.counters["peak_extra_M"] = peak_extra_m<T>(s, backward, impl, lean);
   }
 }
 
@@ -185,6 +204,8 @@ const char* mode_name(Mode m) {
     case Mode::build_fwd_bwd: return "build_fwd_bwd";
     case Mode::fused_fwd: return "fused_fwd";
     case Mode::fused_fwd_bwd: return "fused_fwd_bwd";
+    case Mode::lean_fwd: return "lean_fwd";
+    case Mode::lean_fwd_bwd: return "lean_fwd_bwd";
     case Mode::gemms_fwd: return "gemms_fwd";
     case Mode::gemms_fwd_bwd: return "gemms_fwd_bwd";
   }
@@ -197,8 +218,8 @@ void register_all(const char* dtype) {
                            {2048, 2048, 64, 64}, {4096, 4096, 64, 64}, {1024, 4096, 128, 128}};
   for (const Shape4& s : shapes) {
     for (int threads : {1, 2}) {
-      for (Mode m : {Mode::fwd, Mode::fwd_bwd, Mode::build_fwd_bwd, Mode::fused_fwd, Mode::fused_fwd_bwd, Mode::gemms_fwd,
-                     Mode::gemms_fwd_bwd}) {
+      for (Mode m : {Mode::fwd, Mode::fwd_bwd, Mode::build_fwd_bwd, Mode::fused_fwd, Mode::fused_fwd_bwd, Mode::lean_fwd,
+                     Mode::lean_fwd_bwd, Mode::gemms_fwd, Mode::gemms_fwd_bwd}) {
         if (m == Mode::build_fwd_bwd && s.t_q > 128) continue;  // fresh buffers per call: a node-overhead probe
         const std::string name = std::string("xgrad/") + mode_name(m) + "/" + dtype + "/" + s.str() +
                                  "/threads:" + std::to_string(threads);
