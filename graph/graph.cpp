@@ -240,17 +240,24 @@ void Graph<T>::keep_only(const std::vector<Var<T>>& keep) {
   for (const auto& v : keep) m_keep.push_back(v.id());
   m_lean = true;
   m_spare.clear();
+  const std::vector<char> kept = kept_nodes();
+  for (std::size_t id = 0; id < m_nodes.size(); ++id) {
+    Node<T>& n = m_nodes[id];
+    if (kept[id] || n.released) continue;
+    n.value = xt::xarray<T>::from_shape({0});
+    n.released = true;
+  }
+}
+
+template <class T>
+std::vector<char> Graph<T>::kept_nodes() const {
   std::vector<char> kept(m_nodes.size(), 0);
+  for (std::size_t id = 0; id < m_nodes.size(); ++id) kept[id] = m_nodes[id].is_leaf();
   for (auto id : m_keep) kept[id] = 1;
   for (const auto* names : {&m_outputs, &m_grads}) {
     for (const auto& [name, id] : *names) kept[id] = 1;
   }
-  for (std::size_t id = 0; id < m_nodes.size(); ++id) {
-    Node<T>& n = m_nodes[id];
-    if (n.is_leaf() || kept[id] || n.released) continue;
-    n.value = xt::xarray<T>::from_shape({0});
-    n.released = true;
-  }
+  return kept;
 }
 
 template <class T>
@@ -280,15 +287,11 @@ void Graph<T>::replay_lean() {
   const std::size_t count = m_nodes.size();
   // kept: holds its value after the replay. needed: kept, or read by a needed node. last_read:
   // the last needed node that reads it.
-  std::vector<char> kept(count, 0), needed(count, 0);
+  const std::vector<char> kept = kept_nodes();
+  std::vector<char> needed(count, 0);
   std::vector<std::size_t> last_read(count, 0);
-  for (auto id : m_keep) kept[id] = 1;
-  for (const auto* names : {&m_outputs, &m_grads}) {
-    for (const auto& [name, id] : *names) kept[id] = 1;
-  }
   for (std::size_t id = count; id-- > 0;) {
     const Node<T>& n = m_nodes[id];
-    if (n.is_leaf()) kept[id] = 1;
     needed[id] = needed[id] || kept[id];
     if (!needed[id]) continue;
     for (auto in : n.inputs) {

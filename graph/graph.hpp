@@ -148,6 +148,7 @@ class Graph {
   void check_var(const Var<T>& v, const char* what) const;
   Args<T> args_of(const Node<T>& n) const;
   void replay_lean();
+  std::vector<char> kept_nodes() const;  // 1 for leaves, keep_only's Vars, outputs and grads
 
   bool m_lean = false;
   std::vector<std::size_t> m_keep;      // keep_only's explicit Vars

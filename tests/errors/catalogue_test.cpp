@@ -125,6 +125,10 @@ std::vector<Row> rows() {
       {"G05", "graph", "a node id that does not exist", Kind::error, [] { Fixture x; x.g.node(999); }, {"no node 999"}},
       {"G06", "graph", "matrix rows of different lengths", Kind::error, [] { matrix<double>({{1, 2}, {3}}); }, {"rows of different lengths (2 and 1)"}},
       {"G07", "graph", "the value of an empty Var", Kind::error, [] { Var<double>().value(); }, {"empty handle"}},
+      {"G08", "graph", "the value of a node that keep_only released", Kind::error, [] { Fixture x; const auto s = scale(x.q, 2.0); x.g.keep_only({}); s.value(); }, {"node 4 (scale) has no value: keep_only released it", "keep_all() and replay()"}},
+      {"G09", "graph", "a released node as an op's input", Kind::error, [] { Fixture x; const auto s = scale(x.q, 2.0); x.g.keep_only({}); add(s, s); }, {"add (node 5): input 0: node 4 (scale) has no value"}},
+      {"G10", "graph", "export, to_dot, softmax_diagnostics or copy_from of a graph with released values", Kind::error, [] { Fixture x; scale(x.q, 2.0); x.g.keep_only({}); to_json(x.g, ExportValues::all); }, {"export: node 4 (scale) has no value"}},
+      {"G11", "graph", "keep_only with a Var of another graph", Kind::error, [] { Fixture x; x.g.keep_only({x.alien}); }, {"keep_only: a Var to keep (node 0) belongs to another graph"}},
       // grad().
       {"D01", "grad", "grad_out of another shape than y", Kind::error, [] { Fixture x; grad(x.q, {x.q}, z({3, 2})); }, {"grad_out is (3, 2)", "y (node 0) is (2, 3)"}},
       {"D02", "grad", "an x of another graph than y", Kind::error, [] { Fixture x; grad(x.q, {x.alien}); }, {"x[0] (node 0) belongs to another graph"}},
