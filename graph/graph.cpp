@@ -268,8 +268,8 @@ void Graph<T>::keep_all() {
 }
 
 template <class T>
-void Graph<T>::require_values(const std::string& who) const {
-  for (std::size_t id = 0; id < m_nodes.size(); ++id) {
+void Graph<T>::require_values(const std::string& who, std::size_t count) const {
+  for (std::size_t id = 0; id < std::min(count, m_nodes.size()); ++id) {
     if (m_nodes[id].released) throw error(who + ": " + released_message(m_nodes[id], id));
   }
 }
@@ -345,6 +345,7 @@ void Graph<T>::replay_lean() {
       }
     }
     if (!shapes_equal(shape, n.value.shape())) n.value.resize(shape);
+    n.released = true;  // until its forward has run: if that throws, no stale value shows
     n.op->forward(args, n.value);
     n.released = false;
     for (auto in : n.inputs) {

@@ -101,15 +101,15 @@ class Graph {
   // buffer it shares with nodes whose values are not needed at the same time (an op that allows
   // it writes over an input read for the last time, see Op::overwrites_input), and releases it
   // after its last reader. So a replay holds at once only the values still to be read, not
-  // all of them, and allocates nothing once the buffers exist. Kept values and results are the
+  // all of them, and allocates no value buffers once they exist. Kept values and results are the
   // same bits as a full replay's. A released value cannot be read (Var::value throws) nor become
   // the input of a new node; exports and diagnostics need every value (require_values).
   // keep_all() ends it: the next replay() computes every value again.
   void keep_only(const std::vector<Var<T>>& keep);
   void keep_all();
   bool lean() const { return m_lean; }
-  // Throws xgrad::error, starting with `who`, if a node's value is released.
-  void require_values(const std::string& who) const;
+  // Throws xgrad::error, starting with `who`, if one of the first `count` nodes' value is released.
+  void require_values(const std::string& who, std::size_t count = std::size_t(-1)) const;
   // The elements the graph holds: its nodes' values and a lean graph's spare buffers.
   std::size_t held_elements() const;
 
@@ -178,7 +178,7 @@ void Graph<T>::copy_from(const Graph<U>& src, std::size_t count) {
     throw error("copy_from: asked for " + std::to_string(count) + " nodes of a graph of " +
                 std::to_string(src.size()));
   }
-  src.require_values("copy_from");
+  src.require_values("copy_from", count);
   const std::size_t offset = m_nodes.size();
   for (std::size_t i = 0; i < count; ++i) {
     const Node<U>& s = src.node(i);

@@ -3,6 +3,12 @@
 #include "../check.hpp"
 
 #include <cstring>
+#include <set>
+
+#include <xgrad/ops/parallel.hpp>
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
 
 using namespace xgrad;
 using xgrad::test::check_error;
@@ -71,9 +77,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(attention_replays_to_the_same_bits, T, test::dtype
 }
 
 BOOST_AUTO_TEST_CASE(attention_holds_two_score_sized_arrays) {
-  // Full: the scores, the weights and both their gradients (4 T x T). Lean: the weights and the
-  // gradient of the weights, whose buffer the gradient of the scores overwrites; the scores'
-  // buffer becomes the weights'.
+  // Full: the scores, the weights and both their gradients (4 T x T). Lean: the weights (written
+  // over the scores) and the gradient of the weights; the gradient of the scores is written over
+  // the weights, read there for the last time.
   const std::size_t t = 256, d = 4;
   AttentionGraph<double> full(t, d, 1), lean(t, d, 1);
   lean.g.keep_only({});
@@ -83,6 +89,43 @@ BOOST_AUTO_TEST_CASE(attention_holds_two_score_sized_arrays) {
   BOOST_TEST(full.g.held_elements() >= 4 * m);
   BOOST_TEST(lean.g.held_elements() <= 2 * m + small, lean.g.held_elements() << " elements, M = " << m);
   BOOST_TEST(lean.g.held_elements() >= 2 * m);  // the weights must meet their gradient
+}
+
+BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
+  // Each op that declares Op::overwrites_input(i), run with y the very array of input i (and of
+  // every other slot holding the same input), against its own separate output: rows long enough
+  // to be split over 2 threads, along the last axis and the first (strided), and broadcasting
+  // for add and mul. The property test checks that no other op declares it.
+  const int before = openblas_get_num_threads();
+  openblas_set_num_threads(2);
+  BOOST_TEST_REQUIRE(xgrad::detail::parallel_threads() == 2u);
+  Graph<double> g;
+  const auto a = g.input("a", random_array<double>({300, 700}, 1));
+  const auto b = g.input("b", random_array<double>({300, 700}, 2));
+  const auto row = g.input("row", random_array<double>({1, 700}, 3));
+  const auto w = softmax(a);
+  const std::vector<Var<double>> nodes = {w,          softmax(a, 0),   softmax_vjp(w, b), softmax_vjp(w, b, 0),
+                                          scale(a, 0.3), add(a, b),    add(a, row),       add(row, a),
+                                          add(a, a),  mul(a, b),       mul(a, row),       mul(row, a),
+                                          mul(b, b),  relu(a),         softmax_vjp(w, w)};
+  std::set<std::string> ops;
+  std::size_t checked = 0;
+  for (const auto& y : nodes) {
+    const Node<double>& n = y.node();
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!n.op->overwrites_input(i) || !shapes_equal(g.node(n.inputs[i]).value.shape(), n.value.shape())) continue;
+      xt::xarray<double> over = g.node(n.inputs[i]).value;
+      Args<double> args;
+      for (auto in : n.inputs) args.push_back(in == n.inputs[i] ? &over : &g.node(in).value);
+      n.op->forward(args, over);
+      BOOST_TEST(same_bits(over, n.value), n.op_name() << " (node " << y.id() << ") over input " << i);
+      ops.insert(n.op_name());
+      ++checked;
+    }
+  }
+  openblas_set_num_threads(before);
+  BOOST_TEST(checked == 22u);
+  BOOST_TEST(ops.size() == 6u);
 }
 
 BOOST_AUTO_TEST_CASE(kept_nodes_and_new_nodes) {
