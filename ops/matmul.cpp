@@ -62,14 +62,12 @@ class MatmulOp final : public OpFor<MatmulOp> {
     const Shape bs(b.shape().begin(), b.shape().end());
     const Dims d = dims(as, bs);
     const std::size_t batch = y.size() / std::max<std::size_t>(d.m * d.n, 1);
-    // Products over [i0, i1) x [r0, r1) x [c0, c1): batch indices, rows and columns of y.
-    const auto block = [&](std::size_t i0, std::size_t i1, std::size_t r0, std::size_t r1, std::size_t c0,
-                           std::size_t c1) {
+    // The products of batch indices [i0, i1), rows [r0, r1) of y.
+    const auto block = [&](std::size_t i0, std::size_t i1, std::size_t r0, std::size_t r1) {
       for (std::size_t i = i0; i < i1; ++i) {
         const T* ai = a.data() + i * d.m * d.k + (m_ta ? r0 : r0 * as.back());
-        const T* bi = b.data() + i * d.k * d.n + (m_tb ? c0 * bs.back() : c0);
-        detail::gemm(m_ta, m_tb, r1 - r0, c1 - c0, d.k, T(1), ai, as.back(), bi, bs.back(), T(0),
-                     y.data() + i * d.m * d.n + r0 * d.n + c0, d.n);
+        detail::gemm(m_ta, m_tb, r1 - r0, d.n, d.k, T(1), ai, as.back(), b.data() + i * d.k * d.n, bs.back(), T(0),
+                     y.data() + i * d.m * d.n + r0 * d.n, d.n);
       }
     };
     // With more than one thread, xgrad's pool splits the product, by batch index or else by
@@ -78,15 +76,15 @@ class MatmulOp final : public OpFor<MatmulOp> {
     // left to OpenBLAS. Either way the last bits may depend on the thread count.
     const std::size_t threads = detail::parallel_threads(), units = (d.m + 15) / 16;
     if (threads <= 1 || batch * d.m * d.n * d.k < min_split_work || (batch < threads && units < threads)) {
-      block(0, batch, 0, d.m, 0, d.n);
+      block(0, batch, 0, d.m);
     } else if (batch >= threads) {
       detail::parallel_blas_chunks(batch, threads, [&](std::size_t, std::size_t i0, std::size_t i1) {
-        block(i0, i1, 0, d.m, 0, d.n);
+        block(i0, i1, 0, d.m);
       });
     } else {
       for (std::size_t i = 0; i < batch; ++i) {
         detail::parallel_blas_chunks(units, threads, [&](std::size_t, std::size_t u0, std::size_t u1) {
-          block(i, i + 1, u0 * 16, std::min(u1 * 16, d.m), 0, d.n);
+          block(i, i + 1, u0 * 16, std::min(u1 * 16, d.m));
         });
       }
     }
