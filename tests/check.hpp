@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -14,10 +15,33 @@
 
 #include <xgrad/xgrad.hpp>
 
+extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
+
 namespace xgrad::test {
 
 // Both dtypes, for BOOST_AUTO_TEST_CASE_TEMPLATE.
 using dtypes = boost::mpl::list<float, double>;
+
+// OpenBLAS's thread count (which xgrad's pool follows) set to `threads` for a scope, and
+// restored when it ends, also when a BOOST_TEST_REQUIRE ends the test case early.
+class BlasThreads {
+ public:
+  explicit BlasThreads(int threads) { set(threads); }
+  ~BlasThreads() { openblas_set_num_threads(m_before); }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+  void set(int threads) { openblas_set_num_threads(threads); }
+
+ private:
+  int m_before = openblas_get_num_threads();
+};
+
+// The same shape and the same bytes (a NaN equals only a NaN of the same payload).
+template <class T>
+bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  return shapes_equal(a.shape(), b.shape()) && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
 
 // Gaussian entries, materialised (never a lazy xt::random expression), from a fixed seed.
 template <class T>

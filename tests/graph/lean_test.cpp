@@ -2,24 +2,16 @@
 // cannot be read, and attention's forward+backward holds two T_q x T_k arrays, not four.
 #include "../check.hpp"
 
-#include <cstring>
 #include <set>
 
 #include <xgrad/ops/parallel.hpp>
 
-extern "C" void openblas_set_num_threads(int);
-extern "C" int openblas_get_num_threads(void);
-
 using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::random_array;
+using xgrad::test::same_bits;
 
 namespace {
-
-template <class T>
-bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
-  return shapes_equal(a.shape(), b.shape()) && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 // Attention forward and backward over T queries and keys of width d, with out and the three
 // gradients named as the graph's output and grads.
@@ -96,8 +88,7 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
   // every other slot holding the same input), against its own separate output: rows long enough
   // to be split over 2 threads, along the last axis and the first (strided), and broadcasting
   // for add and mul. The property test checks that no other op declares it.
-  const int before = openblas_get_num_threads();
-  openblas_set_num_threads(2);
+  const test::BlasThreads two(2);
   BOOST_TEST_REQUIRE(xgrad::detail::parallel_threads() == 2u);
   Graph<double> g;
   const auto a = g.input("a", random_array<double>({300, 700}, 1));
@@ -123,7 +114,6 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
       ++checked;
     }
   }
-  openblas_set_num_threads(before);
   BOOST_TEST(checked == 22u);
   BOOST_TEST(ops.size() == 6u);
 }

@@ -7,9 +7,6 @@
 
 #include <xgrad/ops/parallel.hpp>
 
-extern "C" int openblas_get_num_threads(void);
-extern "C" void openblas_set_num_threads(int);
-
 using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::check_gradients;
@@ -273,14 +270,11 @@ BOOST_AUTO_TEST_CASE(two_threads_split_the_tiles) {
   // Forward, threads split (batch index, query tile) items; backward, 3 batch indices are split
   // by batch index, 1 by key tile (3 tiles), each thread summing its own grad_q. The output,
   // grad_k and grad_v repeat their bits, and grad_q does when split by batch index.
-  struct Restore {
-    int before = openblas_get_num_threads();
-    ~Restore() { openblas_set_num_threads(before); }
-  } restore;
+  test::BlasThreads threads_set(1);
   for (const std::size_t batch : {3, 1}) {
     std::vector<xt::xarray<double>> values[2];
     for (int threads : {1, 2}) {
-      openblas_set_num_threads(threads);
+      threads_set.set(threads);
       BOOST_TEST_REQUIRE(xgrad::detail::parallel_threads() == std::size_t(threads));
       Graph<double> g;
       const auto q = g.input("q", random_array<double>({batch, 300, 8}, 30));

@@ -7,9 +7,6 @@ using xgrad::test::check_error;
 using xgrad::test::check_gradients;
 using xgrad::test::random_array;
 
-extern "C" void openblas_set_num_threads(int);
-extern "C" int openblas_get_num_threads(void);
-
 BOOST_AUTO_TEST_SUITE(matmul)
 
 BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {
@@ -98,11 +95,11 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(threads_split_products_within_rounding, T, test::d
       {{1, 250, 40}, {1, 250, 300}, true, false},  // one batch index: its rows
       {{16, 300}, {300, 900}, false, false},       // one part of rows: left to OpenBLAS's own threads
   };
-  const int before = openblas_get_num_threads();
+  test::BlasThreads threads_set(1);
   for (std::size_t c = 0; c < cases.size(); ++c) {
     std::vector<xt::xarray<T>> values;
     for (int threads : {1, 2}) {
-      openblas_set_num_threads(threads);
+      threads_set.set(threads);
       Graph<T> g;
       const auto a = g.input("a", random_array<T>(cases[c].a, 2 * c + 1));
       const auto b = g.input("b", random_array<T>(cases[c].b, 2 * c + 2));
@@ -113,13 +110,12 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(threads_split_products_within_rounding, T, test::d
     const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-12;
     BOOST_TEST(xt::allclose(values[0], values[1], 0.0, tol), "case " << c);
     Graph<double> g;  // and they are the product: against float64 on 1 thread
-    openblas_set_num_threads(1);
+    threads_set.set(1);
     const auto a = g.input("a", xt::cast<double>(random_array<T>(cases[c].a, 2 * c + 1)));
     const auto b = g.input("b", xt::cast<double>(random_array<T>(cases[c].b, 2 * c + 2)));
     const xt::xarray<double> expected = xgrad::matmul(a, b, cases[c].ta, cases[c].tb).value();
     BOOST_TEST(xt::allclose(xt::cast<double>(values[1]), expected, 1e-4, 1e-4), "case " << c);
   }
-  openblas_set_num_threads(before);
 }
 
 BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {

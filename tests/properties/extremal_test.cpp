@@ -5,13 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include <xtensor/xmath.hpp>
 
 using namespace xgrad;
 using xgrad::test::random_array;
+using xgrad::test::same_bits;
 
 namespace {
 
@@ -38,11 +38,6 @@ xt::xarray<double> reference_attention(const xt::xarray<double>& q, const xt::xa
     }
   }
   return out;
-}
-
-template <class T>
-bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
-  return shapes_equal(a.shape(), b.shape()) && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 }  // namespace
