@@ -3,6 +3,7 @@
 #include <limits>
 
 #include <xgrad/ops/vexp.hpp>
+#include <xgrad/ops/vexp_avx512.hpp>
 
 // One clone of each entry point per instruction set; the loader picks the best the CPU has
 // (GCC's target_clones; other compilers build the baseline only).
@@ -96,11 +97,25 @@ XGRAD_INLINE void softmax_vjp_pass(const T* y, const T* g, T s, T* z, std::size_
 
 XGRAD_CLONES float row_max(const float* x, std::size_t n, std::size_t s) { return max_pass(x, n, s); }
 XGRAD_CLONES double row_max(const double* x, std::size_t n, std::size_t s) { return max_pass(x, n, s); }
-XGRAD_CLONES float row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t s) {
+XGRAD_CLONES float portable_row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t s) {
   return exp_pass(x, shift, y, n, s);
 }
-XGRAD_CLONES double row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t s) {
+XGRAD_CLONES double portable_row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t s) {
   return exp_pass(x, shift, y, n, s);
+}
+
+// exp is most of softmax's time: on AVX-512 CPUs it runs the vscalef form (ops/vexp_avx512.hpp).
+float row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t s) {
+#ifdef XGRAD_AVX512_EXP
+  if (avx512::available()) return avx512::row_exp<avx512::F32>(x, shift, y, n, s);
+#endif
+  return portable_row_exp(x, shift, y, n, s);
+}
+double row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t s) {
+#ifdef XGRAD_AVX512_EXP
+  if (avx512::available()) return avx512::row_exp<avx512::F64>(x, shift, y, n, s);
+#endif
+  return portable_row_exp(x, shift, y, n, s);
 }
 XGRAD_CLONES void row_scale(const float* x, float a, float* y, std::size_t n, std::size_t s) { scale_pass(x, a, y, n, s); }
 XGRAD_CLONES void row_scale(const double* x, double a, double* y, std::size_t n, std::size_t s) {

@@ -1,7 +1,7 @@
 // The passes of the row ops (softmax, log_softmax, softmax_vjp, and scale as one long row) over one row of n elements at a
 // stride. Contiguous rows (stride 1) run vectorised, with exp from ops/vexp.hpp, and dispatch at
-// run time to AVX-512, AVX2 or the baseline x86-64 code (GCC/Clang target_clones); strided rows
-// run the same formulas element by element. Sums are vector reductions: their order is fixed by
+// run time to AVX-512, AVX2 or the baseline x86-64 code (GCC target_clones); strided rows
+// run the same formulas element by element (row_exp: see below). Sums are vector reductions: their order is fixed by
 // n and the dispatch, so a run repeats its bits on one machine.
 #pragma once
 
@@ -13,9 +13,14 @@ namespace xgrad::detail {
 // through the passes below). -inf for a row of only -inf.
 float row_max(const float* x, std::size_t n, std::size_t stride);
 double row_max(const double* x, std::size_t n, std::size_t stride);
-// y = exp(x - shift); returns the sum of y.
+// y = exp(x - shift); returns the sum of y. On CPUs with AVX-512F, the form of
+// ops/vexp_avx512.hpp, for contiguous and strided rows alike; elsewhere portable_row_exp.
 float row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t stride);
 double row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t stride);
+// row_exp with vexp (ops/vexp.hpp) in every case: what CPUs without AVX-512F run, and a test
+// can run it anywhere.
+float portable_row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t stride);
+double portable_row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t stride);
 // y = a * x, and y = x + b (y may be x).
 void row_scale(const float* x, float a, float* y, std::size_t n, std::size_t stride);
 void row_scale(const double* x, double a, double* y, std::size_t n, std::size_t stride);

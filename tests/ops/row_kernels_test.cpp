@@ -32,6 +32,51 @@ double worst_ulps(double lo, double hi, int steps) {
   return worst;
 }
 
+// row_exp, or portable_row_exp (what CPUs without AVX-512F run).
+template <class T>
+auto row_exp_of(bool portable) {
+  using Pass = T (*)(const T*, T, T*, std::size_t, std::size_t);
+  return portable ? Pass(xgrad::detail::portable_row_exp) : Pass(xgrad::detail::row_exp);
+}
+
+// The same through row_exp (shift 0), the pass softmax runs: the AVX-512 form on CPUs that have
+// it, else vexp. Every `stride`-th element of a row of `steps` grid points.
+template <class T>
+double worst_row_ulps(double lo, double hi, std::size_t steps, std::size_t stride, bool portable = false) {
+  std::vector<T> x(steps * stride), y(steps * stride);
+  for (std::size_t i = 0; i < steps; ++i) x[i * stride] = static_cast<T>(lo + (hi - lo) * double(i) / double(steps - 1));
+  row_exp_of<T>(portable)(x.data(), T(0), y.data(), steps, stride);
+  double worst = 0;
+  for (std::size_t i = 0; i < steps; ++i) worst = std::max(worst, ulps(y[i * stride], std::exp(x[i * stride])));
+  return worst;
+}
+
+// row_exp (or portable_row_exp) of the special values and near the ends of the range, contiguous
+// and at a stride of 2.
+template <class T>
+void check_row_exp_special_values(bool portable) {
+  const T inf = std::numeric_limits<T>::infinity();
+  const bool f = sizeof(T) == sizeof(float);
+  const std::vector<T> x = {-inf, inf, std::numeric_limits<T>::quiet_NaN(), 0, T(-0.0), T(f ? 89 : 710),
+                            T(f ? -105 : -746), T(f ? -103.5 : -740), T(f ? 88.7 : 709.7), T(f ? -87.5 : -707.5),
+                            T(f ? -103.9 : -745.1)};
+  for (std::size_t stride : {1, 2}) {
+    std::vector<T> xs(x.size() * stride), ys(x.size() * stride);
+    for (std::size_t i = 0; i < x.size(); ++i) xs[i * stride] = x[i];
+    row_exp_of<T>(portable)(xs.data(), T(0), ys.data(), x.size(), stride);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const T y = ys[i * stride], want = std::exp(x[i]);
+      if (std::isnan(want)) {
+        BOOST_TEST(std::isnan(y), "exp(" << x[i] << ") at stride " << stride);
+      } else if (std::isnormal(want)) {  // near the ends of the range: the bounds above
+        BOOST_TEST(ulps(y, want) <= (f ? 1.0 : 2.0), "exp(" << x[i] << ") at stride " << stride);
+      } else {  // 0, +inf, and subnormal results rounded once: exact
+        BOOST_TEST(y == want, "exp(" << x[i] << ") at stride " << stride << " = " << y << ", std::exp " << want);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(row_kernels)
@@ -64,6 +109,21 @@ BOOST_AUTO_TEST_CASE(special_values_are_exact) {
   BOOST_TEST(vexp(-746.0) == 0.0);
   BOOST_TEST(vexp(-103.5f) == std::exp(-103.5f));  // subnormal results round once, as std::exp
   BOOST_TEST(vexp(-740.0) == std::exp(-740.0));
+}
+
+BOOST_AUTO_TEST_CASE(row_exp_keeps_the_bounds_of_vexp_over_the_whole_range) {
+  for (bool portable : {false, true}) {
+    BOOST_TEST_CONTEXT((portable ? "portable_row_exp" : "row_exp")) {
+      BOOST_TEST(worst_row_ulps<float>(-110, 90, 2000001, 1, portable) <= 1.0);
+      BOOST_TEST(worst_row_ulps<float>(-1, 1, 200001, 1, portable) <= 1.0);
+      BOOST_TEST(worst_row_ulps<float>(-110, 90, 200003, 3, portable) <= 1.0);
+      BOOST_TEST(worst_row_ulps<double>(-750, 712, 2000001, 1, portable) <= 2.0);
+      BOOST_TEST(worst_row_ulps<double>(-1, 1, 200001, 1, portable) <= 2.0);
+      BOOST_TEST(worst_row_ulps<double>(-750, 712, 200003, 3, portable) <= 2.0);
+      check_row_exp_special_values<float>(portable);
+      check_row_exp_special_values<double>(portable);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(contiguous_and_strided_rows_agree) {
