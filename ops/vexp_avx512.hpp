@@ -33,18 +33,27 @@ constexpr float clamp_f = 110.0f;
 constexpr double clamp_d = 750.0;
 constexpr int round_nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
+// c[0] x^(N-1) + ... + c[N-1], by Horner's rule, as detail::horner.
+template <std::size_t N>
+XGRAD_AVX512 __m512 horner(__m512 x, const float (&c)[N]) {
+  __m512 p = _mm512_set1_ps(c[0]);
+  for (std::size_t i = 1; i < N; ++i) p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(c[i]));
+  return p;
+}
+template <std::size_t N>
+XGRAD_AVX512 __m512d horner(__m512d x, const double (&c)[N]) {
+  __m512d p = _mm512_set1_pd(c[0]);
+  for (std::size_t i = 1; i < N; ++i) p = _mm512_fmadd_pd(p, x, _mm512_set1_pd(c[i]));
+  return p;
+}
+
 XGRAD_AVX512 __m512 exp16(__m512 x) {
   using L = ExpLimits<float>;
   const __m512 xc = _mm512_min_ps(_mm512_set1_ps(clamp_f), _mm512_max_ps(_mm512_set1_ps(-clamp_f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), round_nearest);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(L::log2e)), round_nearest);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(L::ln2_hi), xc);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(L::ln2_lo), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 p = horner(r, ExpCoefficients::p_float);
   const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(e, n);
 }
@@ -52,16 +61,12 @@ XGRAD_AVX512 __m512 exp16(__m512 x) {
 XGRAD_AVX512 __m512d exp8(__m512d x) {
   using L = ExpLimits<double>;
   const __m512d xc = _mm512_min_pd(_mm512_set1_pd(clamp_d), _mm512_max_pd(_mm512_set1_pd(-clamp_d), x));
-  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(xc, _mm512_set1_pd(1.44269504088896340736)), round_nearest);
+  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(xc, _mm512_set1_pd(L::log2e)), round_nearest);
   __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(L::ln2_hi), xc);
   r = _mm512_fnmadd_pd(n, _mm512_set1_pd(L::ln2_lo), r);
-  // The Pade form of exp_reduced(double): 1 + 2 p / (q - p).
   const __m512d rr = _mm512_mul_pd(r, r);
-  __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(1.26177193074810590878e-4), rr, _mm512_set1_pd(3.02994407707441961300e-2));
-  p = _mm512_mul_pd(r, _mm512_fmadd_pd(p, rr, _mm512_set1_pd(9.99999999999999999910e-1)));
-  __m512d q = _mm512_fmadd_pd(_mm512_set1_pd(3.00198505138664455042e-6), rr, _mm512_set1_pd(2.52448340349684104192e-3));
-  q = _mm512_fmadd_pd(q, rr, _mm512_set1_pd(2.27265548208155028766e-1));
-  q = _mm512_fmadd_pd(q, rr, _mm512_set1_pd(2.00000000000000000009e0));
+  const __m512d p = _mm512_mul_pd(r, horner(rr, ExpCoefficients::p_double));
+  const __m512d q = horner(rr, ExpCoefficients::q_double);
   const __m512d e = _mm512_add_pd(_mm512_set1_pd(1.0), _mm512_div_pd(_mm512_add_pd(p, p), _mm512_sub_pd(q, p)));
   return _mm512_scalef_pd(e, n);
 }
