@@ -27,8 +27,9 @@
 
 namespace xgrad::detail::avx512 {
 
-// x clamped to +-clamp first: e^r 2^n then stays finite before vscalef, which alone takes the
-// result to 0 or +inf (|n| > 1075 either way). max(-clamp, x) and min(clamp, .) return x if x is NaN.
+// x clamped to +-clamp first, so that n and r stay finite (x = +-inf would give r = NaN); the
+// clamped n (+-159 for float, +-1082 for double) is still beyond the range, and vscalef alone
+// takes the result to 0 or +inf. max(-clamp, x) and min(clamp, .) return x if x is NaN.
 constexpr float clamp_f = 110.0f;
 constexpr double clamp_d = 750.0;
 constexpr int round_nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
