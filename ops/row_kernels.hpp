@@ -13,12 +13,14 @@ namespace xgrad::detail {
 // through the passes below). -inf for a row of only -inf.
 float row_max(const float* x, std::size_t n, std::size_t stride);
 double row_max(const double* x, std::size_t n, std::size_t stride);
-// y = exp(x - shift); returns the sum of y. On CPUs with AVX-512F, the form of
-// ops/vexp_avx512.hpp, for contiguous and strided rows alike; elsewhere portable_row_exp.
+// y = exp(x - shift); returns the sum of y (y may be x). In GCC x86-64 builds on CPUs with
+// AVX-512F, the form of ops/vexp_avx512.hpp, for contiguous and strided rows alike; elsewhere
+// portable_row_exp.
 float row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t stride);
 double row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t stride);
-// row_exp with vexp (ops/vexp.hpp) in every case: what CPUs without AVX-512F run, and a test
-// can run it anywhere.
+// row_exp with vexp (ops/vexp.hpp) in every case, dispatched over the same clones as the other
+// passes (strided rows element by element): what row_exp runs without AVX-512F or outside GCC
+// x86-64 builds; tests call it directly.
 float portable_row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t stride);
 double portable_row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t stride);
 // y = a * x, and y = x + b (y may be x).

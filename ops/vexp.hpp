@@ -4,8 +4,9 @@
 // (float) or Pade (double) approximation of e^r, and 2^n assembled from bits.
 // Accuracy, tested against std::exp over the whole range: within 1 ulp for float, 2 ulp for
 // double, exact 0 below the underflow threshold, +inf above the overflow one, subnormal results
-// rounded once; exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN. On CPUs with AVX-512F,
-// row_exp runs the same method with AVX-512 instructions for n and 2^n (ops/vexp_avx512.hpp).
+// rounded once; exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN. In GCC x86-64 builds on CPUs
+// with AVX-512F, row_exp runs the same method with AVX-512 instructions for n and 2^n
+// (ops/vexp_avx512.hpp).
 #pragma once
 
 #include <algorithm>
@@ -55,15 +56,15 @@ struct ExpCoefficients {
 
 // c[0] x^(N-1) + ... + c[N-1], by Horner's rule.
 template <class T, std::size_t N>
-inline T horner(T x, const T (&c)[N]) {
+[[gnu::always_inline]] inline T horner(T x, const T (&c)[N]) {
   T p = c[0];
   for (std::size_t i = 1; i < N; ++i) p = p * x + c[i];
   return p;
 }
 
-inline float exp_reduced(float r) { return horner(r, ExpCoefficients::p_float) * r * r + r + 1.0f; }
+[[gnu::always_inline]] inline float exp_reduced(float r) { return horner(r, ExpCoefficients::p_float) * r * r + r + 1.0f; }
 
-inline double exp_reduced(double r) {
+[[gnu::always_inline]] inline double exp_reduced(double r) {
   const double rr = r * r;
   const double p = r * horner(rr, ExpCoefficients::p_double);
   const double q = horner(rr, ExpCoefficients::q_double);
@@ -88,7 +89,7 @@ struct ExpLimits<double> {
 };
 
 template <class T>
-inline T vexp(T x) {
+[[gnu::always_inline]] inline T vexp(T x) {
   using L = ExpLimits<T>;
   const T xc = std::min(std::max(x, L::lo), L::hi);  // NaN stays NaN (both comparisons fail)
   const T n = round_to_integer(xc * L::log2e);

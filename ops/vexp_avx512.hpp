@@ -5,7 +5,8 @@
 // above the overflow one and subnormal results rounded once without the split of 2^n. That is
 // about half the instructions: exp runs twice as fast, within the same bounds (1 ulp of std::exp
 // for float, 2 ulp for double, tested through row_exp).
-// Only for GCC on x86-64 (XGRAD_AVX512_EXP); included by ops/row_kernels.cpp alone.
+// Only for GCC on x86-64 (XGRAD_AVX512_EXP); included by ops/row_kernels.cpp alone (it is
+// installed with the other headers, but no public header includes it).
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
