@@ -163,10 +163,10 @@ void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
   const auto impl = mode == Mode::fused_fwd || mode == Mode::fused_fwd_bwd ? xgrad::AttentionImpl::fused
                                                                            : xgrad::AttentionImpl::composed;
   // The steady state of a training loop: one untimed replay (replayed modes) and one untimed
-  // reference call, just before the timed ones. A lean graph's first replay after keep_only allocates its shared buffers afresh,
-  // and the reference's first call writes its output buffers for the first time; at T = 4096
-  // their page faults (15 us per 4 KiB page here) would dominate the two or three timed
-  // iterations. The reference's call comes last: measured on this VM, the first GEMMs on
+  // reference call, just before the timed ones. A lean graph's first replay after keep_only
+  // allocates its shared buffers afresh, and the reference's first call writes its output
+  // buffers for the first time; at T = 4096 their page faults (15 us per 4 KiB page here) would
+  // dominate the two or three timed iterations. The reference's call comes last: measured on this VM, the first GEMMs on
   // buffers left untouched while the graph was built and released its values (about 0.5 GiB at
   // T = 4096 in float64) ran 2.2x slower, without a page fault, and the next ones at full speed.
   Gemms<T> gemms(s);
