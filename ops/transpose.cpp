@@ -3,7 +3,7 @@
 // saves:   nothing.
 #include <xgrad/ops/transpose.hpp>
 
-#include <algorithm>
+#include <utility>
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
@@ -29,23 +29,31 @@ class TransposeOp final : public OpFor<TransposeOp> {
     const xt::xarray<T>& a = *x[0];
     const std::size_t m = a.shape()[a.dimension() - 2], n = a.shape().back();
     const std::size_t batch = m * n == 0 ? 0 : a.size() / (m * n);
-    for (std::size_t b = 0; b < batch; ++b) {
-      const T* src = a.data() + b * m * n;
-      T* dst = y.data() + b * m * n;
-      // In tiles of 16 x 16, a band of 16 output rows at a time, each tile written row by row:
-      // the writes run along output rows and the strided accesses are reads. Writing down output
-      // columns instead (16 rows m elements apart, the same cache set when m is a power of 2) took
-      // 8x as long: 181 us against 21 us for 1024 x 64 floats.
-      constexpr std::size_t tile = 16;
-      for (std::size_t j0 = 0; j0 < n; j0 += tile) {
-        const std::size_t j1 = std::min(j0 + tile, n);
-        for (std::size_t i0 = 0; i0 < m; i0 += tile) {
-          const std::size_t i1 = std::min(i0 + tile, m);
-          for (std::size_t j = j0; j < j1; ++j) {
-            for (std::size_t i = i0; i < i1; ++i) dst[j * m + i] = src[i * n + j];
-          }
+    for (std::size_t b = 0; b < batch; ++b) transpose_matrix(a.data() + b * m * n, y.data() + b * m * n, m, n);
+  }
+
+  // dst (n x m) = src (m x n)^T; the two do not overlap (transpose never writes over its input).
+  // By blocks of 8 x 8 of fixed size, a band of 8 output rows at a time: each block reads 8 rows
+  // of 8 adjacent elements and writes 8 rows of 8, and with the bounds known at compile time GCC
+  // turns the block into vector shuffles. This took a third of the time of 16 x 16 tiles with
+  // run-time bounds (9 against 27 us for 512 x 64 doubles, 19 against 61 us for 1024 x 64).
+  // Writing down output columns instead (8 rows m elements apart, the same cache set when m is a
+  // power of 2) took 8x as long.
+  template <class T>
+  static void transpose_matrix(const T* __restrict src, T* __restrict dst, std::size_t m, std::size_t n) {
+    constexpr std::size_t block = 8;
+    const std::size_t m_full = m - m % block, n_full = n - n % block;
+    for (std::size_t j0 = 0; j0 < n_full; j0 += block) {
+      for (std::size_t i0 = 0; i0 < m_full; i0 += block) {
+        for (std::size_t j = 0; j < block; ++j) {
+          for (std::size_t i = 0; i < block; ++i) dst[(j0 + j) * m + i0 + i] = src[(i0 + i) * n + j0 + j];
         }
       }
+    }
+    // What the blocks leave: the last m % 8 columns of the first n_full output rows, and the
+    // last n % 8 output rows whole.
+    for (std::size_t j = 0; j < n; ++j) {
+      for (std::size_t i = j < n_full ? m_full : 0; i < m; ++i) dst[j * m + i] = src[i * n + j];
     }
   }
 
