@@ -11,6 +11,10 @@
 //   lean_fwd_bwd   fwd_bwd of a lean graph (out and the 3 gradients kept; 2 T x T buffers)
 //   gemms_fwd      the 2 forward GEMMs alone (q k^T, w v), into preallocated buffers
 //   gemms_fwd_bwd  the 6 GEMMs of forward and backward (+ g v^T, w^T g, dS k, dS^T q)
+//   loop_fwd       the floor of a materialising implementation, not a graph: the 2 forward GEMMs
+//                  of gemms_fwd (the scale as the GEMM's alpha) with softmax in place between
+//                  them, through xgrad's row kernels (the "C loop")
+//   loop_fwd_bwd   the same with backward: the 6 GEMMs, softmax_vjp in place over the weights
 // Counters: `ratio` = median time of the benchmark over the median time of its GEMMs, both timed
 // alternately in the same iterations (so noise hits both); `GFLOPs` (flops of the GEMMs over the
 // benchmark's time); `peak_extra_M` = the peak of bytes live on the heap during one fresh build +
@@ -20,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <malloc.h>
@@ -30,7 +35,9 @@
 
 #include <benchmark/benchmark.h>
 #include <xtensor-blas/xblas.hpp>
+#include <xtensor/xmath.hpp>
 
+#include <xgrad/ops/row_kernels.hpp>
 #include <xgrad/xgrad.hpp>
 
 #include "random_matrix.hpp"
@@ -84,21 +91,62 @@ class Gemms {
       : m_s(s), q(random<T>(s.t_q, s.d_k, 1)), k(random<T>(s.t_k, s.d_k, 2)), v(random<T>(s.t_k, s.d_v, 3)),
         g(random<T>(s.t_q, s.d_v, 4)), w(xt::xarray<T>::from_shape({s.t_q, s.t_k})), dw(w), out(g), dq(q), dk(k), dv(v) {}
 
-  void run(bool backward) {
-    const int tq = int(m_s.t_q), tk = int(m_s.t_k), dkk = int(m_s.d_k), dvv = int(m_s.d_v);
-    gemm(false, true, tq, tk, dkk, q.data(), dkk, k.data(), dkk, w.data(), tk);         // S = q k^T
-    gemm(false, false, tq, dvv, tk, w.data(), tk, v.data(), dvv, out.data(), dvv);      // out = w v
-    if (!backward) return;
-    gemm(false, true, tq, tk, dvv, g.data(), dvv, v.data(), dvv, dw.data(), tk);        // dW = g v^T
-    gemm(true, false, tk, dvv, tq, w.data(), tk, g.data(), dvv, dv.data(), dvv);        // dv = w^T g
-    gemm(false, false, tq, dkk, tk, dw.data(), tk, k.data(), dkk, dq.data(), dkk);      // dq = dS k
-    gemm(true, false, tk, dkk, tq, dw.data(), tk, q.data(), dkk, dk.data(), dkk);       // dk = dS^T q
+  void run(bool backward) { products(backward, false); }
+
+  // The same products with the row passes between them, in place: softmax over the scores, and
+  // dS = w (dW - rowsum(dW w)) over the weights once dv is computed. The scale is the alpha of
+  // the first GEMM and of the last two.
+  void run_loop(bool backward) { products(backward, true); }
+
+  // The largest difference of out (and, with backward, of the gradients) from the graph's, over
+  // the largest magnitude of the graph's.
+  double relative_error(const xgrad::Graph<T>& graph, bool backward) const {
+    double worst = 0;
+    const auto compare = [&](const xt::xarray<T>& mine, std::size_t id) {
+      const xt::xarray<T>& theirs = graph.node(id).value;
+      worst = std::max(worst, double(xt::amax(xt::abs(mine - theirs))()) / double(xt::amax(xt::abs(theirs))()));
+    };
+    compare(out, graph.outputs().at("out"));
+    if (backward) {
+      compare(dq, graph.grads().at("q"));
+      compare(dk, graph.grads().at("k"));
+      compare(dv, graph.grads().at("v"));
+    }
+    return worst;
   }
 
  private:
-  static void gemm(bool ta, bool tb, int m, int n, int kk, const T* a, int lda, const T* b, int ldb, T* c, int ldc) {
+  void products(bool backward, bool loop) {
+    const int tq = int(m_s.t_q), tk = int(m_s.t_k), dkk = int(m_s.d_k), dvv = int(m_s.d_v);
+    const T a = loop ? T(1 / std::sqrt(double(m_s.d_k))) : T(1);
+    gemm(false, true, tq, tk, dkk, a, q.data(), dkk, k.data(), dkk, w.data(), tk);      // S = q k^T
+    if (loop) rows(false);
+    gemm(false, false, tq, dvv, tk, 1, w.data(), tk, v.data(), dvv, out.data(), dvv);   // out = w v
+    if (!backward) return;
+    gemm(false, true, tq, tk, dvv, 1, g.data(), dvv, v.data(), dvv, dw.data(), tk);     // dW = g v^T
+    gemm(true, false, tk, dvv, tq, 1, w.data(), tk, g.data(), dvv, dv.data(), dvv);     // dv = w^T g
+    if (loop) rows(true);
+    const T* ds = loop ? w.data() : dw.data();
+    gemm(false, false, tq, dkk, tk, a, ds, tk, k.data(), dkk, dq.data(), dkk);          // dq = dS k
+    gemm(true, false, tk, dkk, tq, a, ds, tk, q.data(), dkk, dk.data(), dkk);           // dk = dS^T q
+  }
+  void rows(bool vjp) {
+    namespace d = xgrad::detail;
+    const std::size_t n = m_s.t_k;
+    for (std::size_t i = 0; i < m_s.t_q; ++i) {
+      T* r = w.data() + i * n;
+      if (vjp) {
+        const T* gr = dw.data() + i * n;
+        d::row_softmax_vjp(r, gr, d::row_dot(gr, r, n, 1), r, n, 1);
+      } else {
+        d::row_scale(r, T(1) / d::row_exp(r, d::row_max(r, n, 1), r, n, 1), r, n, 1);
+      }
+    }
+  }
+  static void gemm(bool ta, bool tb, int m, int n, int kk, T alpha, const T* a, int lda, const T* b, int ldb, T* c,
+                   int ldc) {
     cxxblas::gemm(cxxblas::RowMajor, ta ? cxxblas::Trans : cxxblas::NoTrans, tb ? cxxblas::Trans : cxxblas::NoTrans,
-                  m, n, kk, T(1), a, lda, b, ldb, T(0), c, ldc);
+                  m, n, kk, alpha, a, lda, b, ldb, T(0), c, ldc);
   }
   Shape4 m_s;
   xt::xarray<T> q, k, v, g, w, dw, out, dq, dk, dv;
@@ -151,12 +199,15 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-enum class Mode { fwd, fwd_bwd, build_fwd_bwd, fused_fwd, fused_fwd_bwd, lean_fwd, lean_fwd_bwd, gemms_fwd, gemms_fwd_bwd };
+enum class Mode {
+  fwd, fwd_bwd, build_fwd_bwd, fused_fwd, fused_fwd_bwd, lean_fwd, lean_fwd_bwd, gemms_fwd, gemms_fwd_bwd, loop_fwd, loop_fwd_bwd
+};
 
 template <class T>
 void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
   openblas_set_num_threads(threads);
-  const bool backward = mode != Mode::fwd && mode != Mode::fused_fwd && mode != Mode::lean_fwd && mode != Mode::gemms_fwd;
+  const bool backward = mode != Mode::fwd && mode != Mode::fused_fwd && mode != Mode::lean_fwd &&
+                        mode != Mode::gemms_fwd && mode != Mode::loop_fwd;
   const bool lean = mode == Mode::lean_fwd || mode == Mode::lean_fwd_bwd;
   const bool replayed = mode == Mode::fwd || mode == Mode::fwd_bwd || mode == Mode::fused_fwd ||
                         mode == Mode::fused_fwd_bwd || lean;
@@ -170,6 +221,18 @@ void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
   // buffers left untouched while the graph was built and released its values (about 0.5 GiB at
   // T = 4096 in float64) ran 2.2x slower, without a page fault, and the next ones at full speed.
   Gemms<T> gemms(s);
+  std::unique_ptr<Gemms<T>> looped;  // its own buffers: the loop writes its weights over the scores
+  if (mode == Mode::loop_fwd || mode == Mode::loop_fwd_bwd) {
+    looped = std::make_unique<Gemms<T>>(s);
+    looped->run_loop(backward);
+    // A floor that computed something else would be no floor: check it against the graph once.
+    const double error = looped->relative_error(AttentionGraph<T>(s, backward, impl).graph, backward);
+    if (!(error <= (sizeof(T) == 4 ? 1e-4 : 1e-10))) {
+      state.SkipWithError(("the loop differs from the graph: relative error " + std::to_string(error)).c_str());
+      return;
+    }
+  }
+  Gemms<T>& loop = looped ? *looped : gemms;
   std::unique_ptr<AttentionGraph<T>> graph;
   if (replayed) {
     graph = std::make_unique<AttentionGraph<T>>(s, backward, impl, lean);
@@ -193,6 +256,8 @@ void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
       }
       case Mode::gemms_fwd:
       case Mode::gemms_fwd_bwd: gemms.run(backward); break;
+      case Mode::loop_fwd:
+      case Mode::loop_fwd_bwd: loop.run_loop(backward); break;
     }
     const auto t1 = Clock::now();
     gemms.run(backward);
@@ -219,6 +284,8 @@ const char* mode_name(Mode m) {
     case Mode::lean_fwd_bwd: return "lean_fwd_bwd";
     case Mode::gemms_fwd: return "gemms_fwd";
     case Mode::gemms_fwd_bwd: return "gemms_fwd_bwd";
+    case Mode::loop_fwd: return "loop_fwd";
+    case Mode::loop_fwd_bwd: return "loop_fwd_bwd";
   }
   return "";
 }
@@ -230,7 +297,7 @@ void register_all(const char* dtype) {
   for (const Shape4& s : shapes) {
     for (int threads : {1, 2}) {
       for (Mode m : {Mode::fwd, Mode::fwd_bwd, Mode::build_fwd_bwd, Mode::fused_fwd, Mode::fused_fwd_bwd, Mode::lean_fwd,
-                     Mode::lean_fwd_bwd, Mode::gemms_fwd, Mode::gemms_fwd_bwd}) {
+                     Mode::lean_fwd_bwd, Mode::gemms_fwd, Mode::gemms_fwd_bwd, Mode::loop_fwd, Mode::loop_fwd_bwd}) {
         if (m == Mode::build_fwd_bwd && s.t_q > 128) continue;  // fresh buffers per call: a node-overhead probe
         const std::string name = std::string("xgrad/") + mode_name(m) + "/" + dtype + "/" + s.str() +
                                  "/threads:" + std::to_string(threads);
