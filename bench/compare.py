@@ -57,7 +57,9 @@ xgrad's results (--xgrad-json FILE): the JSON of a Google Benchmark program (--b
 (Google Benchmark may add "/manual_time" and aggregate suffixes "_median", "_mean", ...). The
 "_median" aggregate is used when present, else the median of the plain entries. Modes are
 fwd, fwd_bwd, fused_fwd, fused_fwd_bwd, gemms_fwd, gemms_fwd_bwd (and any other <word>_fwd[_bwd],
-such as build_fwd_bwd). Their `/ GEMMs` is xgrad's own "ratio" counter, their peak extra its
+such as build_fwd_bwd). loop_fwd and loop_fwd_bwd rows (the same products with the row passes in place
+between them, in C++ through xgrad's row kernels: the floor of a materialising implementation) are
+labelled "C loop". Their `/ GEMMs` is xgrad's own "ratio" counter, their peak extra its
 "peak_extra_M" counter. Other names are ignored. Options --dtypes, --shapes, --threads and
 --modes, when given, filter xgrad's rows too. `--impls none` only tabulates xgrad's rows.
 
@@ -624,7 +626,8 @@ def main():
 
     # Rows: (sort key, cells). Cells: impl, mode, dtype, shape, threads, time, ratio, peak M.
     rows = []
-    impl_order = {"numpy GEMMs": 0, "xgrad:gemms": 1, "numpy plain": 2, "numpy inplace": 3, "PyTorch": 4, "xgrad": 5}
+    impl_order = {"numpy GEMMs": 0, "xgrad:gemms": 1, "xgrad:loop": 2, "numpy plain": 3, "numpy inplace": 4, "PyTorch": 5,
+                  "xgrad": 6}
     shape_order = {s: n for n, s in enumerate(shapes)}
 
     def add_row(impl, mode, d, s, t, seconds, ratio, peak_m, order):
@@ -656,8 +659,9 @@ def main():
                     or (args.threads and t not in threads_list) or (args.modes and base not in modes)):
                 continue
             kept += 1
-            add_row("xgrad", m, d, s, t, e["time"], e["ratio"], e["peak_extra_M"],
-                    "xgrad:gemms" if m.startswith("gemms_") else "xgrad")
+            order = next((o for o in ("gemms", "loop") if m.startswith(o + "_")), None)
+            add_row("C loop" if order == "loop" else "xgrad", m, d, s, t, e["time"], e["ratio"], e["peak_extra_M"],
+                    "xgrad:" + order if order else "xgrad")
         header_extra.append(f"xgrad: {args.xgrad_json} ({kept} rows used, {ignored} entries ignored"
                             + (f"; run {context['date']}" if context.get("date") else "")
                             + (f" by {context['executable']}" if context.get("executable") else "") + ")")

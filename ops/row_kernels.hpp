@@ -31,7 +31,7 @@ void row_shift(const double* x, double b, double* y, std::size_t n, std::size_t 
 // The sum of a * b.
 float row_dot(const float* a, const float* b, std::size_t n, std::size_t stride);
 double row_dot(const double* a, const double* b, std::size_t n, std::size_t stride);
-// z = y * (g - s): softmax's VJP once s = row_dot(g, y) is known.
+// z = y * (g - s): softmax's VJP once s = row_dot(g, y) is known (z may be y or g).
 void row_softmax_vjp(const float* y, const float* g, float s, float* z, std::size_t n, std::size_t stride);
 void row_softmax_vjp(const double* y, const double* g, double s, double* z, std::size_t n, std::size_t stride);
 // Whether the row holds a NaN (a plain loop: the rare path of an all -inf maximum).
