@@ -206,7 +206,8 @@ double median(std::vector<double> v) {
 }
 
 enum class Mode {
-  fwd, fwd_bwd, build_fwd_bwd, fused_fwd, fused_fwd_bwd, lean_fwd, lean_fwd_bwd, gemms_fwd, gemms_fwd_bwd, loop_fwd, loop_fwd_bwd
+  fwd, fwd_bwd, build_fwd_bwd, fused_fwd, fused_fwd_bwd, lean_fwd, lean_fwd_bwd,
+  gemms_fwd, gemms_fwd_bwd, loop_fwd, loop_fwd_bwd
 };
 
 template <class T>

@@ -26,8 +26,9 @@ BOOST_AUTO_TEST_CASE(swaps_the_last_two_axes_of_each_batch) {
 // The kernel works in blocks of 8 x 8 and handles the rest apart: every mix of whole blocks and
 // remainders on both axes, single rows and columns, empty matrices and a batch.
 BOOST_AUTO_TEST_CASE(matches_xtensor_on_whole_blocks_and_remainders) {
-  const std::vector<Shape> shapes = {{1, 1},  {1, 9},  {9, 1},   {8, 8},   {8, 16},  {16, 8},    {7, 7},     {9, 17},
-                                     {17, 9}, {23, 8}, {8, 23},  {64, 40}, {3, 61},  {2, 24, 9}, {2, 17, 10}, {3, 0, 5}, {0, 4}};
+  const std::vector<Shape> shapes = {{1, 1},  {1, 9},  {9, 1},  {8, 8},   {8, 16}, {16, 8},    {7, 7},
+                                     {9, 17}, {17, 9}, {23, 8}, {8, 23},   {64, 40}, {3, 61},  {2, 24, 9},
+                                     {2, 17, 10}, {3, 0, 5}, {0, 4}};
   int seed = 10;
   for (const Shape& shape : shapes) {
     Graph<float> g;
