@@ -13,7 +13,7 @@
 //   gemms_fwd_bwd  the 6 GEMMs of forward and backward (+ g v^T, w^T g, dS k, dS^T q)
 //   loop_fwd       the floor of a materialising implementation, not a graph: the 2 forward GEMMs
 //                  of gemms_fwd (the scale as the GEMM's alpha) with softmax in place between
-//                  them, through xgrad's row kernels (the "C loop")
+//                  them, through the softmax node's own row function (the "C loop")
 //   loop_fwd_bwd   the same with backward: the 6 GEMMs, softmax_vjp in place over the weights
 // Counters: `ratio` = median time of the benchmark over the median time of its GEMMs, both timed
 // alternately in the same iterations (so noise hits both); `GFLOPs` (flops of the GEMMs over the
@@ -39,7 +39,8 @@
 #include <xtensor/xmath.hpp>
 
 #include <xgrad/ops/parallel.hpp>
-#include <xgrad/ops/row_kernels.hpp>
+#include <xgrad/ops/softmax.hpp>
+#include <xgrad/ops/softmax_vjp.hpp>
 #include <xgrad/xgrad.hpp>
 
 #include "random_matrix.hpp"
@@ -132,19 +133,17 @@ class Gemms {
     gemm(false, false, tq, dkk, tk, a, ds, tk, k.data(), dkk, dq.data(), dkk);          // dq = dS k
     gemm(true, false, tk, dkk, tq, a, ds, tk, q.data(), dkk, dk.data(), dkk);           // dk = dS^T q
   }
-  // Split over xgrad's pool as the graph's softmax and softmax_vjp split theirs (with 2 threads
-  // set, from T_q T_k = 2^16); no row of this loop is masked, so none is all -inf.
+  // The rows of softmax and softmax_vjp, as their nodes compute them and split over xgrad's pool
+  // as they split theirs (with 2 threads set, from T_q T_k = 2^16), in place.
   void rows(bool vjp) {
-    namespace d = xgrad::detail;
     const std::size_t n = m_s.t_k;
-    d::parallel_rows(m_s.t_q, n, [&](std::size_t begin, std::size_t end) {
+    xgrad::detail::parallel_rows(m_s.t_q, n, [&](std::size_t begin, std::size_t end) {
       for (std::size_t i = begin; i < end; ++i) {
         T* r = w.data() + i * n;
         if (vjp) {
-          const T* gr = dw.data() + i * n;
-          d::row_softmax_vjp(r, gr, d::row_dot(gr, r, n, 1), r, n, 1);  // z may be y
+          xgrad::detail::softmax_vjp_row(r, dw.data() + i * n, r, n, 1);
         } else {
-          d::row_scale(r, T(1) / d::row_exp(r, d::row_max(r, n, 1), r, n, 1), r, n, 1);
+          xgrad::detail::softmax_row(r, r, n, 1);
         }
       }
     });

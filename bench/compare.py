@@ -57,9 +57,9 @@ xgrad's results (--xgrad-json FILE): the JSON of a Google Benchmark program (--b
 (Google Benchmark may add "/manual_time" and aggregate suffixes "_median", "_mean", ...). The
 "_median" aggregate is used when present, else the median of the plain entries. Modes are
 fwd, fwd_bwd, fused_fwd, fused_fwd_bwd, gemms_fwd, gemms_fwd_bwd (and any other <word>_fwd[_bwd],
-such as build_fwd_bwd). loop_fwd and loop_fwd_bwd rows (the same products with the row passes in place
-between them, in C++ through xgrad's row kernels: the floor of a materialising implementation) are
-labelled "C loop". Their `/ GEMMs` is xgrad's own "ratio" counter, their peak extra its
+such as build_fwd_bwd). loop_fwd and loop_fwd_bwd rows (the same products with the row passes in
+place between them, in C++ through the row functions of xgrad's softmax and softmax_vjp ops: the
+floor of a materialising implementation) are labelled "C loop". Their `/ GEMMs` is xgrad's own "ratio" counter, their peak extra its
 "peak_extra_M" counter. Other names are ignored. Options --dtypes, --shapes, --threads and
 --modes, when given, filter xgrad's rows too. `--impls none` only tabulates xgrad's rows.
 

@@ -12,21 +12,28 @@
 
 namespace xgrad {
 
+namespace detail {
+
+// A max pass, an exp-and-sum pass, a scale pass.
+template <class T>
+void softmax_row(const T* x, T* y, std::size_t n, std::size_t stride) {
+  const T max = row_max(x, n, stride);
+  if (max == -std::numeric_limits<T>::infinity() && !row_has_nan(x, n, stride)) {
+    for (std::size_t i = 0; i < n; ++i) y[i * stride] = 0;  // every key masked: a row of zeros
+    return;
+  }
+  row_scale(y, T(1) / row_exp(x, max, y, n, stride), y, n, stride);
+}
+
+template void softmax_row(const float*, float*, std::size_t, std::size_t);
+template void softmax_row(const double*, double*, std::size_t, std::size_t);
+
+}  // namespace detail
+
 namespace {
 
 // Attribute keys, for attrs() and the factory alike.
 constexpr const char* key_axis = "axis";
-
-// One row of n elements at stride `stride`: a max pass, an exp-and-sum pass, a scale pass.
-template <class T>
-void softmax_row(const T* x, T* y, std::size_t n, std::size_t stride) {
-  const T max = detail::row_max(x, n, stride);
-  if (max == -std::numeric_limits<T>::infinity() && !detail::row_has_nan(x, n, stride)) {
-    for (std::size_t i = 0; i < n; ++i) y[i * stride] = 0;  // every key masked: a row of zeros
-    return;
-  }
-  detail::row_scale(y, T(1) / detail::row_exp(x, max, y, n, stride), y, n, stride);
-}
 
 class SoftmaxOp final : public OpFor<SoftmaxOp> {
  public:
@@ -48,7 +55,7 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
     T* dst = y.data();
     detail::parallel_for_each_row(Shape(y.shape().begin(), y.shape().end()), m_axis,
                                   [&](std::size_t offset, std::size_t n, std::size_t stride) {
-                                    softmax_row(src + offset, dst + offset, n, stride);
+                                    detail::softmax_row(src + offset, dst + offset, n, stride);
                                   });
   }
 

@@ -18,4 +18,11 @@ Var<T> softmax(const Var<T>& x, long axis = -1);
 // The op from its exported attributes (ops/registry).
 std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs);
 
+namespace detail {
+// The op's forward on one row of n elements at a stride (y may be x), for loops outside a graph
+// (bench/) that must compute what the node computes. float and double.
+template <class T>
+void softmax_row(const T* x, T* y, std::size_t n, std::size_t stride);
+}  // namespace detail
+
 }  // namespace xgrad

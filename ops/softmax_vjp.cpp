@@ -15,15 +15,22 @@
 
 namespace xgrad {
 
+namespace detail {
+
+template <class T>
+void softmax_vjp_row(const T* y, const T* g, T* z, std::size_t n, std::size_t stride) {
+  row_softmax_vjp(y, g, row_dot(g, y, n, stride), z, n, stride);
+}
+
+template void softmax_vjp_row(const float*, const float*, float*, std::size_t, std::size_t);
+template void softmax_vjp_row(const double*, const double*, double*, std::size_t, std::size_t);
+
+}  // namespace detail
+
 namespace {
 
 // Attribute keys, for attrs() and the factory alike.
 constexpr const char* key_axis = "axis";
-
-template <class T>
-void softmax_vjp_row(const T* y, const T* g, T* z, std::size_t n, std::size_t stride) {
-  detail::row_softmax_vjp(y, g, detail::row_dot(g, y, n, stride), z, n, stride);
-}
 
 class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
  public:
@@ -50,7 +57,7 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
     T* dst = z.data();
     detail::parallel_for_each_row(Shape(z.shape().begin(), z.shape().end()), m_axis,
                                   [&](std::size_t offset, std::size_t n, std::size_t stride) {
-                                    softmax_vjp_row(y + offset, g + offset, dst + offset, n, stride);
+                                    detail::softmax_vjp_row(y + offset, g + offset, dst + offset, n, stride);
                                   });
   }
 

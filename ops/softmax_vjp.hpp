@@ -15,4 +15,11 @@ Var<T> softmax_vjp(const Var<T>& y, const Var<T>& grad_out, long axis = -1);
 // The op from its exported attributes (ops/registry).
 std::shared_ptr<const Op> make_softmax_vjp_op(const JsonCursor& attrs);
 
+namespace detail {
+// The op's forward on one row of n elements at a stride: z = y * (g - sum(g * y)) (z may be y or
+// g), for loops outside a graph (bench/) that must compute what the node computes. float and double.
+template <class T>
+void softmax_vjp_row(const T* y, const T* g, T* z, std::size_t n, std::size_t stride);
+}  // namespace detail
+
 }  // namespace xgrad
