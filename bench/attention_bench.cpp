@@ -86,7 +86,8 @@ struct Shape4 {
 
 using xgrad::bench::random;
 
-// The bare GEMMs: the same products with the same flags, into buffers allocated once.
+// The bare GEMMs: the same products with the same flags, into buffers allocated once; run_loop
+// adds the row passes between them (the C loop).
 template <class T>
 class Gemms {
  public:
