@@ -28,7 +28,8 @@ const char* const help =
     "                    {\"output\": ..., \"grad_q\": ..., \"grad_k\": ..., \"grad_v\": ...} to stdout.\n"
     "                    Non-finite values are the strings \"nan\", \"inf\", \"-inf\".\n"
     "\n"
-    "The four files are written whole or not at all, and never over an input file. JSON cannot\n"
+    "The four files are written whole or not at all, never over an input file nor over anything\n"
+    "but a regular file (a symbolic link is followed: the file it points to is replaced). JSON cannot\n"
     "show the shape of an empty array beyond its first empty axis ([] for (0, 1, 2)); --out can.\n"
     "Inputs whose T_q x T_k score arrays (times the batch) exceed 2^26 elements are refused, with\n"
     "either --impl.\n"
@@ -40,6 +41,7 @@ int run_attention(const Options& o, const AttentionInputs& in) {
   build_attention(in, a);
   std::vector<std::string> inputs = in.files;
   std::vector<Var<T>> grads;
+  const Phase computing("computing the gradients of " + in.origin);
   if (const auto path = o.get("--grad-output")) {
     const xt::xarray<T> g = to_dtype<T>(read_array(*path).values, *path);
     grads = naming(*path, [&] { return grad(a.out, {a.q, a.k, a.v}, g); });
@@ -54,14 +56,15 @@ int run_attention(const Options& o, const AttentionInputs& in) {
     std::error_code ec;
     std::filesystem::create_directories(*dir, ec);
     if (!std::filesystem::is_directory(*dir)) throw error(*dir + ": cannot create the output directory");
-    std::vector<std::pair<std::string, FileWriter>> files;
+    std::vector<std::pair<std::string, FileContents>> files;
     for (const auto& [name, var] : results) {
       files.emplace_back((std::filesystem::path(*dir) / (std::string(name) + ".npy")).string(),
-                         [var = var](const std::string& temp) { write_npy(temp, var->value()); });
+                         [var = var] { return npy_bytes(var->value()); });
     }
     write_files_atomically(files, inputs);
     return 0;
   }
+  const Phase formatting("formatting the results as JSON");
   Json j = Json::object();
   for (const auto& [name, var] : results) j[name] = array_to_json(var->value());
   std::printf("%s\n", j.dump().c_str());

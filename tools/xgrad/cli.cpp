@@ -1,10 +1,16 @@
 #include "cli.hpp"
 
+#include <climits>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +43,78 @@ Options::Options(const std::vector<std::string>& args, std::initializer_list<Opt
   }
 }
 
+std::uint64_t parse_integer(const std::string& option, const std::string& text, std::uint64_t min, std::uint64_t max) {
+  const auto refuse = [&] {
+    return usage_error(option + " needs an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                       ", not '" + text + "'");
+  };
+  if (text.empty()) throw refuse();
+  std::uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') throw refuse();
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (v > (max - digit) / 10) throw refuse();  // v * 10 + digit > max, without wrapping
+    v = v * 10 + digit;
+  }
+  if (v < min) throw refuse();
+  return v;
+}
+
+std::vector<std::uint64_t> parse_integers(const std::string& option, const std::string& text, std::uint64_t min,
+                                          std::uint64_t max) {
+  std::vector<std::uint64_t> values;
+  std::size_t start = 0;
+  for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1) {
+    values.push_back(parse_integer(option, text.substr(start, comma - start), min, max));
+  }
+  values.push_back(parse_integer(option, text.substr(start), min, max));
+  return values;
+}
+
+double parse_real(const std::string& option, const std::string& text, const Interval& range) {
+  // The grammar first, so that strtod's extras (spaces, '+', inf, nan, hex, a locale's comma)
+  // never get through.
+  std::size_t i = 0, mantissa_digits = 0;
+  const auto digits = [&] {
+    std::size_t n = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) ++n;
+    return n;
+  };
+  if (i < text.size() && text[i] == '-') ++i;
+  mantissa_digits += digits();
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    mantissa_digits += digits();
+  }
+  bool ok = mantissa_digits > 0;
+  if (ok && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    ok = digits() > 0;
+  }
+  const double v = ok && i == text.size() ? std::strtod(text.c_str(), nullptr) : std::nan("");
+  const bool above_min = range.min_open ? v > range.min : v >= range.min;
+  const bool below_max = range.max_open ? v < range.max : v <= range.max;
+  if (!(std::isfinite(v) && above_min && below_max)) {
+    char bounds[96];
+    std::snprintf(bounds, sizeof bounds, "%c%g, %g%c", range.min_open ? '(' : '[', range.min, range.max,
+                  range.max_open ? ')' : ']');
+    throw usage_error(option + " needs a number in " + bounds + ", not '" + text + "'");
+  }
+  return v;
+}
+
+std::uint64_t Options::integer(const std::string& name, std::uint64_t min, std::uint64_t max,
+                               std::uint64_t fallback) const {
+  const auto text = get(name);
+  return text ? parse_integer(name, *text, min, max) : fallback;
+}
+
+double Options::real(const std::string& name, const Interval& range, double fallback) const {
+  const auto text = get(name);
+  return text ? parse_real(name, *text, range) : fallback;
+}
+
 std::optional<std::string> Options::get(const std::string& name) const {
   const auto it = m_values.find(name);
   if (it == m_values.end()) return std::nullopt;
@@ -57,18 +135,6 @@ std::string Options::choice(const std::string& name, std::initializer_list<const
 
 namespace {
 
-std::uint64_t parse_unsigned(const std::string& option, const std::string& text, std::uint64_t max) {
-  std::uint64_t v = 0;
-  if (text.empty()) throw usage_error(option + " needs a non-negative integer, got ''");
-  for (char c : text) {
-    if (c < '0' || c > '9') throw usage_error(option + " needs a non-negative integer, got '" + text + "'");
-    const auto digit = static_cast<std::uint64_t>(c - '0');
-    if (v > (max - digit) / 10) throw usage_error(option + " value '" + text + "' is larger than " + std::to_string(max));
-    v = v * 10 + digit;
-  }
-  return v;
-}
-
 xt::xarray<double> normal_array(std::size_t rows, std::size_t cols, std::mt19937_64& rng) {
   std::normal_distribution<double> normal;
   xt::xarray<double> a = xt::xarray<double>::from_shape({rows, cols});
@@ -84,15 +150,10 @@ AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
   if (allow_shape && o.has("--shape")) {
     if (files) throw usage_error("give either --q --k --v or --shape, not both");
     const std::string text = *o.get("--shape");
-    std::vector<std::size_t> dims;
-    std::size_t start = 0;
-    for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1) {
-      dims.push_back(parse_unsigned("--shape", text.substr(start, comma - start), 1 << 16));
-    }
-    dims.push_back(parse_unsigned("--shape", text.substr(start), 1 << 16));
+    const std::vector<std::uint64_t> dims = parse_integers("--shape", text, 0, max_shape_axis);
     if (dims.size() != 4) throw usage_error("--shape needs TQ,TK,DK,DV (four integers), got '" + text + "'");
-    const std::uint64_t seed = o.has("--seed") ? parse_unsigned("--seed", *o.get("--seed"), UINT64_MAX) : 0;
-    std::mt19937_64 rng(seed);
+    std::mt19937_64 rng(o.integer("--seed", 0, UINT64_MAX, 0));
+    const Phase phase("drawing the inputs of --shape " + text);
     in.q = normal_array(dims[0], dims[2], rng);
     in.k = normal_array(dims[1], dims[2], rng);
     in.v = normal_array(dims[1], dims[3], rng);
@@ -108,6 +169,7 @@ AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
     std::string dtypes;
     for (auto [name, target] : {std::pair{"--q", &in.q}, std::pair{"--k", &in.k}, std::pair{"--v", &in.v}}) {
       const std::string path = *o.get(name);
+      const Phase phase("reading " + path);
       StoredArray a = read_array(path);
       *target = std::move(a.values);
       in.files.push_back(path);
@@ -152,6 +214,7 @@ template <class T>
 void build_attention(const AttentionInputs& in, AttentionGraph<T>& a) {
   const auto& files = in.files;
   const auto name = [&](std::size_t i, const char* fallback) { return i < files.size() ? files[i] : std::string(fallback); };
+  const Phase phase("building the graph of " + in.origin);
   a.q = a.graph.input("q", to_dtype<T>(in.q, name(0, "q")));
   a.k = a.graph.input("k", to_dtype<T>(in.k, name(1, "k")));
   a.v = a.graph.input("v", to_dtype<T>(in.v, name(2, "v")));
@@ -163,38 +226,135 @@ template xt::xarray<double> to_dtype(const xt::xarray<double>&, const std::strin
 template void build_attention(const AttentionInputs&, AttentionGraph<float>&);
 template void build_attention(const AttentionInputs&, AttentionGraph<double>&);
 
-void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>>& files,
+namespace {
+
+// What exit_out_of_memory reads: fixed buffers, filled and cleared without allocating there.
+char phase_text[max_phase_text + 1] = "starting";
+char temp_files[max_output_files][PATH_MAX];  // "" for a free slot
+
+void copy_text(char* to, const char* from, std::size_t capacity) {
+  const std::size_t n = std::min(std::strlen(from), capacity - 1);
+  std::memcpy(to, from, n);
+  to[n] = '\0';
+}
+
+// A temporary file's registration for the lifetime of one write_files_atomically call.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& path) {
+    for (auto& slot : temp_files) {
+      if (slot[0] == '\0') {
+        m_slot = slot;
+        copy_text(slot, path.c_str(), PATH_MAX);
+        return;
+      }
+    }
+    throw std::logic_error("write_files_atomically: more than max_output_files temporary files");
+  }
+  ~TempFile() { m_slot[0] = '\0'; }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+ private:
+  char* m_slot = nullptr;
+};
+
+// The file to replace for the output path `path`: the path itself, or for a symbolic link the
+// file it points to; xgrad::error for anything but a regular file or nothing.
+std::string output_target(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return path;  // absent (or unreachable: mkstemp says so)
+  if (S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (stat(path.c_str(), &st) != 0 || !realpath(path.c_str(), resolved)) {
+      throw error(path + ": is a symbolic link to nothing; refusing to write through it");
+    }
+    if (!S_ISREG(st.st_mode)) throw error(path + ": exists and is not a regular file; refusing to replace it");
+    return resolved;
+  }
+  if (!S_ISREG(st.st_mode)) throw error(path + ": exists and is not a regular file; refusing to replace it");
+  return path;
+}
+
+// Writes all of `bytes` to fd; false with errno set if it cannot.
+bool write_all(int fd, const std::string& bytes) {
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+Phase::Phase(const std::string& what) {
+  copy_text(m_previous, phase_text, sizeof m_previous);
+  copy_text(phase_text, what.c_str(), sizeof phase_text);
+}
+
+Phase::~Phase() { copy_text(phase_text, m_previous, sizeof phase_text); }
+
+void exit_out_of_memory(const char* command) noexcept {
+  char line[max_phase_text + 128];
+  std::size_t n = 0;
+  for (const char* part : {"xgrad ", command, ": out of memory while ", static_cast<const char*>(phase_text), "\n"}) {
+    const std::size_t len = std::min(std::strlen(part), sizeof line - n);
+    std::memcpy(line + n, part, len);
+    n += len;
+  }
+  const ssize_t written = ::write(STDERR_FILENO, line, n);
+  (void)written;  // nothing more can be done about a failing stderr
+  for (const auto& slot : temp_files) {
+    if (slot[0] != '\0') ::unlink(slot);
+  }
+  _exit(2);
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, FileContents>>& files,
                             const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  for (const auto& [path, writer] : files) {
+  if (files.size() > max_output_files) throw std::logic_error("write_files_atomically: too many files");
+  std::vector<std::string> targets;
+  for (const auto& [path, contents] : files) {
+    targets.push_back(output_target(path));
+    std::error_code ec;
     for (const auto& input : inputs) {
-      if (fs::exists(path, ec) && fs::equivalent(path, input, ec)) {
+      if (fs::exists(targets.back(), ec) && fs::equivalent(targets.back(), input, ec)) {
         throw error(path + ": is an input file; refusing to overwrite it");
       }
     }
   }
+  const mode_t mask = umask(0);  // mkstemp makes 0600; the outputs get the usual umask-based mode
+  umask(mask);
   std::vector<std::string> temps;
+  std::optional<TempFile> registered[max_output_files];
   const auto discard = [&] {
-    for (const auto& t : temps) fs::remove(t, ec);
+    for (const auto& t : temps) ::unlink(t.c_str());
   };
   try {
-    for (const auto& [path, writer] : files) {
-      const fs::path target(path);
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const std::string& path = files[i].first;
+      const Phase phase("writing " + path);
+      const fs::path target(targets[i]);
       std::string temp = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
+      const std::string bytes = files[i].second();
       const int fd = mkstemp(temp.data());
       if (fd < 0) throw error(path + ": cannot create a file in its directory");
-      close(fd);
+      registered[i].emplace(temp);  // before anything can allocate
       temps.push_back(temp);
-      writer(temp);
-      const mode_t mask = umask(0);  // mkstemp made it 0600; give it the usual umask-based mode
-      umask(mask);
-      fs::permissions(temp, static_cast<fs::perms>(0666 & ~mask));
+      const bool written = write_all(fd, bytes) && fchmod(fd, 0666 & ~mask) == 0;
+      const int write_errno = errno;
+      if (::close(fd) != 0 || !written) {
+        throw error(path + ": cannot write it: " + std::strerror(written ? errno : write_errno));
+      }
     }
-    for (std::size_t i = 0; i < files.size(); ++i) fs::rename(temps[i], files[i].first);
-  } catch (const fs::filesystem_error& e) {
-    discard();
-    throw error(std::string(e.path1().c_str()) + ": cannot write it: " + e.code().message());
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      if (::rename(temps[i].c_str(), targets[i].c_str()) != 0) {
+        throw error(files[i].first + ": cannot replace it: " + std::strerror(errno));
+      }
+    }
   } catch (...) {
     discard();
     throw;

@@ -18,6 +18,21 @@
 
 namespace xgrad::tool {
 
+// Numbers on the command line, one rule for every option: the whole text is the number, with
+// no spaces, no sign and no other base; out of range is refused with the range in the message
+// (usage_error "--seed needs an integer from 0 to 18446744073709551615, not '-1'"), never wrapped.
+std::uint64_t parse_integer(const std::string& option, const std::string& text, std::uint64_t min, std::uint64_t max);
+// A comma-separated list of integers, each as parse_integer ("1,4,16").
+std::vector<std::uint64_t> parse_integers(const std::string& option, const std::string& text, std::uint64_t min,
+                                          std::uint64_t max);
+// Reals: decimal, [-]digits[.digits][e[+-]digits] with a digit before or after the point (0.5,
+// .5, 1e-3), inside `range` ("--threshold needs a number in (0, 1], not ' 0.5'"); no inf, nan, hex.
+struct Interval {
+  double min, max;
+  bool min_open, max_open;
+};
+double parse_real(const std::string& option, const std::string& text, const Interval& range);
+
 struct OptionSpec {
   const char* name;  // "--q", "-o"
   bool takes_value;
@@ -36,6 +51,9 @@ class Options {
   std::string choice(const std::string& name, std::initializer_list<const char*> choices,
                      const std::string& fallback) const;
   const std::vector<std::string>& positional() const { return m_positional; }
+  // The option's value through parse_integer / parse_real, or `fallback` when it is absent.
+  std::uint64_t integer(const std::string& name, std::uint64_t min, std::uint64_t max, std::uint64_t fallback) const;
+  double real(const std::string& name, const Interval& range, double fallback) const;
 
  private:
   std::map<std::string, std::string> m_values;
@@ -59,6 +77,9 @@ struct AttentionInputs {
   std::string origin;
 };
 AttentionInputs attention_inputs(const Options& options, bool allow_shape);
+
+// The largest axis --shape takes.
+inline constexpr std::uint64_t max_shape_axis = std::uint64_t(1) << 16;
 
 // The options attention_inputs reads.
 inline constexpr std::initializer_list<OptionSpec> input_options = {
@@ -88,12 +109,36 @@ auto naming(const std::string& what, F&& f) {
   }
 }
 
-// Writes each (path, writer) through a temporary file in the path's directory; once all are
+// Writes each (path, contents) through a temporary file in the path's directory; once all are
 // complete they are renamed into place, so a failure leaves none half-written and replaces
-// none. Refuses (xgrad::error) to write over any of `inputs`.
-using FileWriter = std::function<void(const std::string& temp_path)>;
-void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>>& files,
+// none, and its message names the path, never the temporary. contents() is called for one file
+// at a time. Refuses (xgrad::error), before writing anything, a path that is one of `inputs`
+// and a path that exists and is not a regular file (a directory, a FIFO, a device, a socket).
+// A symbolic link is followed: the file it points to is replaced and the link stays; a link
+// to nothing is refused. At most max_output_files files.
+using FileContents = std::function<std::string()>;
+inline constexpr std::size_t max_output_files = 8;
+void write_files_atomically(const std::vector<std::pair<std::string, FileContents>>& files,
                             const std::vector<std::string>& inputs);
+
+// Out of memory. The tool's new-handler (main.cpp) must not allocate or unwind (nlohmann/json
+// allocates in its destructors), so what it needs is kept in fixed buffers here: the phase the
+// command is in, named by a Phase for its lifetime ("replaying g.json"), and the temporary
+// files write_files_atomically has open.
+inline constexpr std::size_t max_phase_text = 480;
+class Phase {
+ public:
+  explicit Phase(const std::string& what);  // longer texts are cut to max_phase_text bytes
+  ~Phase();
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+
+ private:
+  char m_previous[max_phase_text + 1];
+};
+// Writes "xgrad <command>: out of memory while <phase>" to stderr, removes the temporary files
+// and calls _exit(2): nothing allocates, nothing unwinds, stdout's buffer is dropped.
+[[noreturn]] void exit_out_of_memory(const char* command) noexcept;
 
 // Calls f(float{}) or f(double{}) for dtype "float32" or "float64": f(auto tag) computes in
 // decltype(tag).

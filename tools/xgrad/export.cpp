@@ -1,6 +1,5 @@
 // xgrad export: the attention graph, backward included, as JSON or Graphviz DOT.
 #include <cstdio>
-#include <fstream>
 
 #include <xgrad/xgrad.hpp>
 
@@ -19,8 +18,9 @@ const char* const help =
     "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out.\n"
     "\n"
     "  --q Q --k K --v V   input arrays, .npy or .json\n"
-    "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal\n"
-    "  --seed N            seed of the random inputs (default 0)\n"
+    "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal;\n"
+    "                      each 0 to 65536\n"
+    "  --seed N            seed of the random inputs, 0 to 2^64 - 1 (default 0)\n"
     "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
     "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
     "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
@@ -29,7 +29,9 @@ const char* const help =
     "  --values V          JSON only: the node values to include: none, inputs (the leaves, enough\n"
     "                      to replay), all (default)\n"
     "  --no-backward       the forward graph only\n"
-    "  -o FILE             write FILE (whole or not at all, never over an input) instead of stdout\n"
+    "  -o FILE             write FILE instead of stdout: whole or not at all, never over an input,\n"
+    "                      never over anything but a regular file; a symbolic link is followed (the\n"
+    "                      file it points to is replaced, the link stays)\n"
     "\n"
     "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
 
@@ -40,6 +42,7 @@ int run_export(const Options& o, const AttentionInputs& in) {
   Graph<T>& g = a.graph;
   g.set_output("out", a.out);
   if (!o.has("--no-backward")) {
+    const Phase phase("differentiating the graph of " + in.origin);
     const auto grads = grad(a.out, {a.q, a.k, a.v});
     g.set_grad("q", grads[0]);
     g.set_grad("k", grads[1]);
@@ -49,16 +52,12 @@ int run_export(const Options& o, const AttentionInputs& in) {
   const std::string values = o.choice("--values", {"none", "inputs", "all"}, "all");
   if (format == "dot" && o.has("--values")) throw usage_error("--values applies to --format json only");
   const ExportValues ev = values == "none" ? ExportValues::none : values == "inputs" ? ExportValues::inputs : ExportValues::all;
-  const std::string text = format == "dot" ? to_dot(g) : to_json(g, ev).dump() + "\n";
-
+  const std::string text = [&] {
+    const Phase phase("formatting the graph as " + format);
+    return format == "dot" ? to_dot(g) : to_json(g, ev).dump() + "\n";
+  }();
   if (const auto path = o.get("-o")) {
-    write_files_atomically({{*path, [&](const std::string& temp) {
-                              std::ofstream f(temp, std::ios::binary);
-                              f << text;
-                              f.close();
-                              if (!f) throw error(*path + ": cannot write it");
-                            }}},
-                           in.files);
+    write_files_atomically({{*path, [&] { return text; }}}, in.files);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
   }

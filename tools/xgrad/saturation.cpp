@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include <xgrad/xgrad.hpp>
 
@@ -12,6 +11,9 @@
 namespace xgrad::tool {
 
 namespace {
+
+// The ranges the help states.
+constexpr std::uint64_t max_d_k = 65536, max_length = 4096, max_trials = 100000;
 
 const char* const help =
     "usage: xgrad saturation [--dk 1,4,16,64,256,1024] [--tq N] [--tk N] [--dv N] [--trials N] [--seed N]\n"
@@ -24,54 +26,32 @@ const char* const help =
     "fraction of saturated rows (max weight >= 0.99), the mean Jacobian norm, the mean gradient\n"
     "gain of the softmax, and the mean ||grad_q||. Deterministic for a given seed.\n"
     "\n"
-    "  --dk LIST     key widths, comma-separated (default 1,4,16,64,256,1024)\n"
-    "  --tq N --tk N --dv N   sequence lengths and value width (default 16 each)\n"
-    "  --trials N    draws per d_k (default 20)\n"
-    "  --seed N      seed of the draws (default 0)\n"
+    "  --dk LIST     key widths, comma-separated, each 1 to 65536 (default 1,4,16,64,256,1024)\n"
+    "  --tq N --tk N --dv N   sequence lengths and value width, 1 to 4096 (default 16 each)\n"
+    "  --trials N    draws per d_k, 1 to 100000 (default 20)\n"
+    "  --seed N      seed of the draws, 0 to 2^64 - 1 (default 0)\n"
     "  --format F    table (default), csv, or json: {\"rows\": [{\"d_k\": 16, \"scaled\": {...},\n"
     "                \"unscaled\": {...}}, ...]}, each side with score_variance, max_weight, entropy,\n"
     "                saturated_fraction, jacobian_norm, gradient_gain, grad_q_norm\n"
     "  --plot FILE   also write a self-contained SVG: x = d_k (log axis), scaled and unscaled lines\n"
-    "                for the mean max weight and the mean gradient gain\n"
+    "                for the mean max weight and the mean gradient gain (written as export's -o)\n"
     "\n"
     "Progress goes to stderr when the sweep takes more than a second and stderr is a terminal.\n"
     "exit status: 0 success, 2 bad usage (one line on stderr)\n";
-
-std::size_t positive(const Options& o, const char* name, std::size_t fallback, std::size_t max) {
-  const auto text = o.get(name);
-  if (!text) return fallback;
-  std::size_t v = 0;
-  for (char c : *text) {
-    if (c < '0' || c > '9' || v > max) throw usage_error(std::string(name) + " needs a positive integer, not '" + *text + "'");
-    v = v * 10 + static_cast<std::size_t>(c - '0');
-  }
-  if (text->empty() || v == 0 || v > max) {
-    throw usage_error(std::string(name) + " needs an integer from 1 to " + std::to_string(max) + ", not '" + *text + "'");
-  }
-  return v;
-}
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--dk", true}, {"--tq", true}, {"--tk", true}, {"--dv", true}, {"--trials", true},
                          {"--seed", true}, {"--format", true}, {"--plot", true}});
   SweepOptions s;
   if (const auto list = o.get("--dk")) {
-    s.d_k.clear();
-    std::size_t start = 0;
-    for (std::size_t comma = 0; comma != std::string::npos; start = comma + 1) {
-      comma = list->find(',', start);
-      Options one({"--dk", list->substr(start, comma == std::string::npos ? std::string::npos : comma - start)}, {{"--dk", true}});
-      s.d_k.push_back(positive(one, "--dk", 0, 1 << 16));
-    }
+    const auto d_k = parse_integers("--dk", *list, 1, max_d_k);
+    s.d_k.assign(d_k.begin(), d_k.end());
   }
-  s.t_q = positive(o, "--tq", s.t_q, 4096);
-  s.t_k = positive(o, "--tk", s.t_k, 4096);
-  s.d_v = positive(o, "--dv", s.d_v, 4096);
-  s.trials = positive(o, "--trials", s.trials, 100000);
-  if (const auto seed = o.get("--seed")) {
-    Options one({"--seed", *seed}, {{"--seed", true}});
-    s.seed = positive(one, "--seed", 0, std::size_t(1) << 62);
-  }
+  s.t_q = o.integer("--tq", 1, max_length, s.t_q);
+  s.t_k = o.integer("--tk", 1, max_length, s.t_k);
+  s.d_v = o.integer("--dv", 1, max_length, s.d_v);
+  s.trials = o.integer("--trials", 1, max_trials, s.trials);
+  s.seed = o.integer("--seed", 0, UINT64_MAX, s.seed);
   const std::string format = o.choice("--format", {"table", "csv", "json"}, "table");
 
   // Progress on a terminal once the sweep has run for a second.
@@ -88,13 +68,7 @@ int run(const std::vector<std::string>& args) {
   const std::vector<SweepRow> rows = saturation_sweep(s);
   if (const auto plot = o.get("--plot")) {
     const std::string svg = sweep_to_svg(rows);
-    write_files_atomically({{*plot, [&](const std::string& temp) {
-                               std::ofstream f(temp, std::ios::binary);
-                               f << svg;
-                               f.close();
-                               if (!f) throw error(*plot + ": cannot write it");
-                             }}},
-                           {});
+    write_files_atomically({{*plot, [&] { return svg; }}}, {});
   }
   const std::string text = format == "json" ? sweep_to_json(rows).dump() + "\n"
                            : format == "csv" ? sweep_to_csv(rows)
