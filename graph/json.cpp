@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <unordered_set>
+#include <vector>
 
 namespace xgrad {
 
@@ -13,22 +15,31 @@ Json encode_number(double x) {
 
 namespace {
 
-// A SAX pass that builds nothing: it stops at the first syntax error or at nesting deeper
-// than the cap, before any DOM exists.
-class DepthCheck {
+// A SAX pass that builds nothing: it stops at the first syntax error, at nesting deeper than the
+// cap, and at a key given twice in one object (nlohmann keeps one of them silently), before any
+// DOM exists. It keeps the path to the current value for its message.
+class StructureCheck {
  public:
-  explicit DepthCheck(std::size_t max_depth) : m_max(max_depth) {}
+  explicit StructureCheck(std::size_t max_depth) : m_max(max_depth) {}
 
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(Json::number_integer_t) { return true; }
-  bool number_unsigned(Json::number_unsigned_t) { return true; }
-  bool number_float(Json::number_float_t, const std::string&) { return true; }
-  bool string(std::string&) { return true; }
-  bool binary(Json::binary_t&) { return true; }
-  bool key(std::string&) { return true; }
-  bool start_object(std::size_t) { return open(); }
-  bool start_array(std::size_t) { return open(); }
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(Json::number_integer_t) { return value(); }
+  bool number_unsigned(Json::number_unsigned_t) { return value(); }
+  bool number_float(Json::number_float_t, const std::string&) { return value(); }
+  bool string(std::string&) { return value(); }
+  bool binary(Json::binary_t&) { return value(); }
+  bool key(std::string& k) {
+    Level& object = m_levels.back();
+    if (!object.keys.insert(k).second) {
+      m_problem = where() + ": the key \"" + k.substr(0, 64) + "\" appears twice";
+      return false;
+    }
+    object.key = k;
+    return true;
+  }
+  bool start_object(std::size_t) { return open(true); }
+  bool start_array(std::size_t) { return open(false); }
   bool end_object() { return close(); }
   bool end_array() { return close(); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
@@ -39,17 +50,44 @@ class DepthCheck {
   const std::string& problem() const { return m_problem; }
 
  private:
-  bool open() {
-    if (++m_depth <= m_max) return true;
-    m_problem = "nested deeper than " + std::to_string(m_max) + " levels, more than the format allows";
-    return false;
-  }
-  bool close() {
-    --m_depth;
+  struct Level {
+    bool object = false;
+    std::size_t count = 0;  // an array's elements begun
+    std::string key;        // an object's current key
+    std::unordered_set<std::string> keys;
+  };
+
+  bool value() {
+    if (!m_levels.empty() && !m_levels.back().object) ++m_levels.back().count;
     return true;
   }
+  bool open(bool object) {
+    value();
+    if (m_levels.size() + 1 > m_max) {
+      m_problem = "nested deeper than " + std::to_string(m_max) + " levels, more than the format allows";
+      return false;
+    }
+    m_levels.emplace_back();
+    m_levels.back().object = object;
+    return true;
+  }
+  bool close() {
+    m_levels.pop_back();
+    return true;
+  }
+  // The path of the innermost open value, as JsonCursor writes it: "nodes[4]", "top level".
+  std::string where() const {
+    std::string path;
+    for (std::size_t i = 0; i + 1 < m_levels.size(); ++i) {
+      const Level& l = m_levels[i];
+      if (l.object) path += (path.empty() ? "" : ".") + l.key;
+      else path += "[" + std::to_string(l.count - 1) + "]";
+    }
+    return path.empty() ? "top level" : path;
+  }
 
-  std::size_t m_max, m_depth = 0;
+  std::size_t m_max;
+  std::vector<Level> m_levels;
   std::string m_problem;
 };
 
@@ -62,7 +100,7 @@ Json parse_json(std::string_view text, std::size_t max_depth, const std::string&
   if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
     throw error(what + ": not JSON: a NUL byte at byte " + std::to_string(nul));
   }
-  DepthCheck check(max_depth);
+  StructureCheck check(max_depth);
   if (!Json::sax_parse(text, &check) || !check.problem().empty()) {
     throw error(what + ": " + (check.problem().empty() ? "not JSON" : check.problem()));
   }

@@ -22,9 +22,11 @@ struct JsonLimits {
 // write null). dump() then round-trips every double bit for bit, -0.0 and subnormals included.
 Json encode_number(double x);
 
-// Parses text as JSON, first rejecting nesting deeper than max_depth without building anything
-// (a DOM's dump, copy and comparison recurse once per level). Throws xgrad::error naming `what`
-// and the byte offset: "graph JSON: not JSON: ... at byte 17", "...: nested deeper than 5 levels".
+// Parses text as JSON, first rejecting, without building anything, nesting deeper than max_depth
+// (a DOM's dump, copy and comparison recurse once per level) and a key given twice in one object
+// (which a DOM would keep only once). Throws xgrad::error naming `what` and the byte offset or
+// the path: "graph JSON: not JSON: ... at byte 17", "...: nested deeper than 5 levels",
+// "graph JSON: nodes[0]: the key \"id\" appears twice".
 Json parse_json(std::string_view text, std::size_t max_depth, const std::string& what);
 
 // A position in a JSON document: the value and its path ("nodes[4].inputs[1]"). Every accessor

@@ -22,6 +22,10 @@ using Shape = std::vector<std::size_t>;
 // empty array cannot carry an absurd axis either.
 inline constexpr std::size_t max_array_elements = std::size_t(1) << 28;
 
+// The most work an import runs (see Op::work): 2^32 element visits, a few seconds here (a pass
+// over memory visits 0.5-2 billion elements a second on one core).
+inline constexpr double max_import_work = 4294967296.0;
+
 // The element count of `shape` with axes of length 0 counted as 1, if it is at most `limit`;
 // nullopt otherwise. Never overflows.
 inline std::optional<std::size_t> bounded_size(const Shape& shape, std::size_t limit = max_array_elements) {
@@ -78,13 +82,26 @@ class Op {
   }
   // Typed attributes, for export; {} when the op has none. The op's factory reads them back.
   virtual Json attrs() const { return Json::object(); }
-  // The shape of the intermediate values the forward computes without holding them (the fused
-  // attention's T_q x T_k weights, tile by tile), if they outnumber its inputs' and output's
-  // elements; nullopt otherwise. An import charges them to its element budget as if held, so
-  // that a small file cannot make it compute without bound.
-  virtual std::optional<Shape> work_shape(const std::vector<Shape>& x) const {
-    (void)x;
-    return std::nullopt;
+  // The cost of one forward on inputs of shapes x giving an output of shape y, in element
+  // visits: an element read or written by a pass over memory. The default counts the elements
+  // of the inputs and the output; an op whose forward does more per element says so (matmul
+  // counts its multiply-adds, the fused attention the weights it computes tile by tile). An
+  // import sums it over the nodes and refuses a graph above its work limit (max_import_work)
+  // before it runs any node, so that a small file cannot make it compute without bound.
+  virtual double work(const std::vector<Shape>& x, const Shape& y) const {
+    double count = element_count(y);
+    for (const auto& s : x) count += element_count(s);
+    return count;
+  }
+
+  // A product's multiply-adds in element visits: OpenBLAS's GEMMs run about 8 in the time a pass
+  // over memory reads or writes one element (measured here, one core, float64).
+  static double multiply_add_work(double multiply_adds) { return multiply_adds / 8; }
+  // The elements of an array of this shape, as a double (no overflow).
+  static double element_count(const Shape& shape) {
+    double count = 1;
+    for (std::size_t d : shape) count *= static_cast<double>(d);
+    return count;
   }
 };
 

@@ -1,6 +1,8 @@
 #include <xgrad/graph/serialize.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <limits>
 
 #include <xtensor/xbuilder.hpp>
@@ -63,8 +65,10 @@ Json encode_attrs(const Json& attrs) {
   return out;
 }
 
+// Checks a stored value, {"shape", "data"}, and writes its numbers to `out` when given (an array
+// of its shape). Returns its shape. Checked without `out` first, nothing is allocated for it.
 template <class T>
-xt::xarray<T> decode_value(const JsonCursor& c) {
+Shape decode_value(const JsonCursor& c, T* out = nullptr) {
   c.check_object({key::shape, key::data});
   const Shape shape = c[key::shape].shape();
   const JsonCursor data = c[key::data];
@@ -74,7 +78,6 @@ xt::xarray<T> decode_value(const JsonCursor& c) {
     data.fail("holds " + std::to_string(data.array_size()) + " numbers, but shape " + shape_str(shape) +
               " needs " + std::to_string(count));
   }
-  xt::xarray<T> v = xt::xarray<T>::from_shape(shape);
   const Json& raw = data.json();
   for (std::size_t i = 0; i < count; ++i) {
     const Json& e = raw[i];
@@ -83,8 +86,15 @@ xt::xarray<T> decode_value(const JsonCursor& c) {
     if (std::isfinite(x) && std::abs(x) > static_cast<double>(std::numeric_limits<T>::max())) {
       data[i].fail("out of the range of " + std::string(dtype_name<T>()));
     }
-    v.data()[i] = static_cast<T>(x);
+    if (out) out[i] = static_cast<T>(x);
   }
+  return shape;
+}
+
+template <class T>
+xt::xarray<T> value_of(const JsonCursor& c) {
+  xt::xarray<T> v = xt::xarray<T>::from_shape(c[key::shape].shape());
+  decode_value<T>(c, v.data());
   return v;
 }
 
@@ -98,105 +108,133 @@ std::size_t earlier_node(const JsonCursor& c, std::size_t self) {
   return id;
 }
 
-// The elements an import may still allocate: each node is charged before it is allocated (with
-// the values its op computes without holding them, Op::work_shape), so that a small file cannot
-// make the importer allocate or compute without bound.
+// What an import may still allocate and compute. Every node is charged, before anything runs,
+// its elements and its op's work (Op::work), so that a small file cannot make the importer
+// allocate or compute without bound.
 struct Budget {
-  std::size_t limit, used = 0;
+  std::size_t elements;
+  double work;
+  std::size_t used_elements = 0;
+  double used_work = 0;
 
-  void charge(const JsonCursor& c, const Shape& shape) {
-    const auto count = bounded_size(shape, limit);
-    if (!count || *count > limit - used) {
-      c.fail("the graph holds more than " + std::to_string(limit) + " elements in all, the most this import takes");
+  void charge_elements(const JsonCursor& c, const Shape& shape) {
+    const auto count = bounded_size(shape, elements);
+    if (!count || *count > elements - used_elements) {
+      c.fail("the graph holds more than " + std::to_string(elements) + " elements in all, the most this import takes");
     }
-    used += *count;
+    used_elements += *count;
+  }
+  void charge_work(const JsonCursor& c, const std::string& op, double node_work) {
+    used_work += node_work;
+    if (used_work > work) {
+      char text[96];
+      std::snprintf(text, sizeof text, "%.3g in all, this %s %.3g", used_work, op.c_str(), node_work);
+      c.fail("computing the graph takes more than " + std::to_string(static_cast<std::uint64_t>(work)) +
+             " element visits (Op::work), the most this import runs: " + text);
+    }
   }
 };
 
+// A node of the format, read and checked against the nodes before it (given by their shapes).
+struct NodeSpec {
+  std::string op, name;
+  Role role = Role::forward;
+  std::shared_ptr<const Op> made;  // null for a leaf
+  std::vector<std::size_t> inputs;
+  Shape shape;
+  std::optional<std::size_t> grad_of;
+  std::optional<JsonCursor> value;
+};
+
+// With check_value false, a stored value is taken as already checked (by an earlier read).
 template <class T>
-void import_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, Graph<T>& g, Budget& budget) {
+NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, const std::vector<Shape>& shapes,
+                   bool check_value) {
   c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::shape},
                  {key::grad_of, key::value});
+  NodeSpec n;
   const std::size_t id = c[key::id].index();
   if (id != i) {
     c[key::id].fail(id < i ? "duplicate id " + std::to_string(id) + " (nodes[" + std::to_string(id) + "] has it)"
                            : "id " + std::to_string(id) + " out of order: ids are the positions 0, 1, 2, ..."
                              " (expected " + std::to_string(i) + ")");
   }
-  const std::string op = c[key::op].string();
-  const std::string name = c[key::name].string();
+  n.op = c[key::op].string();
+  n.name = c[key::name].string();
   const JsonCursor role_c = c[key::role];
   const std::optional<Role> role = role_from_name(role_c.string());
   if (!role) role_c.fail("unknown role \"" + role_c.string() + "\"");
+  n.role = *role;
   const JsonCursor inputs_c = c[key::inputs];
-  std::vector<Var<T>> inputs;
-  for (std::size_t j = 0, m = inputs_c.array_size(); j < m; ++j) {
-    inputs.push_back(g.var(earlier_node(inputs_c[j], i)));
-  }
+  for (std::size_t j = 0, m = inputs_c.array_size(); j < m; ++j) n.inputs.push_back(earlier_node(inputs_c[j], i));
   const JsonCursor attrs = c[key::attrs];
   attrs.expect_object();  // the op's factory checks the keys
-  const Shape shape = c[key::shape].shape();
-  std::optional<std::size_t> grad_of;
-  if (auto gc = c.find(key::grad_of)) grad_of = earlier_node(*gc, i);
-  std::optional<xt::xarray<T>> value;
+  n.shape = c[key::shape].shape();
+  if (auto gc = c.find(key::grad_of)) n.grad_of = earlier_node(*gc, i);
   if (auto vc = c.find(key::value)) {
-    value = decode_value<T>(*vc);
-    if (!shapes_equal(value->shape(), shape)) {
-      (*vc)[key::shape].fail("is " + shape_str(value->shape()) + ", the node's shape is " + shape_str(shape));
-    }
+    const Shape stored = check_value ? decode_value<T>(*vc) : n.shape;
+    if (stored != n.shape) (*vc)[key::shape].fail("is " + shape_str(stored) + ", the node's shape is " + shape_str(n.shape));
+    n.value = *vc;
   }
-  if (is_leaf_op(op)) {
-    if (role_name(*role) != op) role_c.fail("a leaf \"" + op + "\" has role \"" + op + "\"");
-    if (!inputs.empty()) inputs_c.fail("a leaf has no inputs");
+  if (is_leaf_op(n.op)) {
+    if (role_name(n.role) != n.op) role_c.fail("a leaf \"" + n.op + "\" has role \"" + role_c.string() + "\"");
+    if (!n.inputs.empty()) inputs_c.fail("a leaf has no inputs");
     if (!attrs.json().empty()) attrs.fail("a leaf has no attributes");
-    budget.charge(c, shape);
-    xt::xarray<T> v = value ? std::move(*value) : xt::xarray<T>(xt::zeros<T>(shape));
-    if (*role == Role::input) g.input(name, std::move(v));
-    else if (*role == Role::parameter) g.parameter(name, std::move(v));
-    else g.constant(name, std::move(v));
-    if (grad_of) g.set_grad_of(i, *grad_of);
-    return;
+    return n;
   }
-  if (*role != Role::forward && *role != Role::backward) {
-    role_c.fail("op \"" + op + "\" is not a leaf: its role is \"forward\" or \"backward\"");
+  if (n.role != Role::forward && n.role != Role::backward) {
+    role_c.fail("op \"" + n.op + "\" is not a leaf: its role is \"forward\" or \"backward\"");
   }
-  if (*role == Role::forward && grad_of) c[key::grad_of].fail("a forward node is no gradient");
-  const std::shared_ptr<const Op> made = make_op(op, attrs);
-  if (!made) c[key::op].fail("unknown op \"" + op + "\"");
-  if (inputs.size() != made->arity()) {
-    inputs_c.fail(op + " takes " + std::to_string(made->arity()) + " inputs, got " + std::to_string(inputs.size()));
+  if (n.role == Role::forward && n.grad_of) c[key::grad_of].fail("a forward node is no gradient");
+  n.made = make_op(n.op, attrs);
+  if (!n.made) c[key::op].fail("unknown op \"" + n.op + "\"");
+  if (n.inputs.size() != n.made->arity()) {
+    inputs_c.fail(n.op + " takes " + std::to_string(n.made->arity()) + " inputs, got " + std::to_string(n.inputs.size()));
   }
   std::vector<Shape> in_shapes;
-  for (const auto& v : inputs) in_shapes.emplace_back(v.value().shape().begin(), v.value().shape().end());
+  for (std::size_t in : n.inputs) in_shapes.push_back(shapes[in]);
   Shape computed;
   try {
-    computed = made->infer_shape(in_shapes);
+    computed = n.made->infer_shape(in_shapes);
   } catch (const error& e) {
-    c.fail(op + ": " + e.what());
+    c.fail(n.op + ": " + e.what());
   }
-  if (computed != shape) {
-    c[key::shape].fail("declared " + shape_str(shape) + ", but " + op + " of its inputs gives " + shape_str(computed));
+  if (computed != n.shape) {
+    c[key::shape].fail("declared " + shape_str(n.shape) + ", but " + n.op + " of its inputs gives " + shape_str(computed));
   }
-  budget.charge(c, shape);
-  if (const std::optional<Shape> work = made->work_shape(in_shapes)) budget.charge(c, *work);
-  std::optional<typename Graph<T>::BackwardScope> scope;
-  if (*role == Role::backward) scope.emplace(g);
-  g.apply(made, inputs);
-  if (grad_of) g.set_grad_of(i, *grad_of);
+  return n;
 }
 
+// Adds a checked node to the graph: a leaf with its stored value (zeros if none), or the op
+// applied to its inputs, which runs its forward.
 template <class T>
-void import_names(const JsonCursor& c, Graph<T>& g, bool outputs) {
-  c.expect_object();
-  for (const auto& item : c.json().items()) {
-    const std::size_t id = JsonCursor(item.value(), c.path() + "." + item.key()).index();
-    if (id >= g.size()) {
-      JsonCursor(item.value(), c.path() + "." + item.key())
-          .fail("refers to node " + std::to_string(id) + " of a graph of " + std::to_string(g.size()));
-    }
-    if (outputs) g.set_output(item.key(), g.var(id));
-    else g.set_grad(item.key(), g.var(id));
+void build_node(const NodeSpec& n, Graph<T>& g) {
+  if (!n.made) {
+    xt::xarray<T> v = n.value ? value_of<T>(*n.value) : xt::xarray<T>(xt::zeros<T>(n.shape));
+    if (n.role == Role::input) g.input(n.name, std::move(v));
+    else if (n.role == Role::parameter) g.parameter(n.name, std::move(v));
+    else g.constant(n.name, std::move(v));
+  } else {
+    std::vector<Var<T>> inputs;
+    for (std::size_t in : n.inputs) inputs.push_back(g.var(in));
+    std::optional<typename Graph<T>::BackwardScope> scope;
+    if (n.role == Role::backward) scope.emplace(g);
+    g.apply(n.made, inputs);
   }
+  if (n.grad_of) g.set_grad_of(g.size() - 1, *n.grad_of);
+}
+
+// The "outputs" or "grads" object: each name and the id of a node of a graph of `count` nodes.
+std::vector<std::pair<std::string, std::size_t>> read_names(const JsonCursor& c, std::size_t count) {
+  c.expect_object();
+  std::vector<std::pair<std::string, std::size_t>> names;
+  for (const auto& item : c.json().items()) {
+    const JsonCursor id_c(item.value(), c.path() + "." + item.key());
+    const std::size_t id = id_c.index();
+    if (id >= count) id_c.fail("refers to node " + std::to_string(id) + " of a graph of " + std::to_string(count));
+    names.emplace_back(item.key(), id);
+  }
+  return names;
 }
 
 // The top level: format, version and dtype checked; returns the nodes.
@@ -264,14 +302,31 @@ Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> d
 }
 
 template <class T>
-void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, std::size_t max_elements) {
+void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, std::size_t max_elements,
+                     double max_work) {
   if (g.size() != 0) throw error("graph_from_json: the graph to fill already has nodes");
   const JsonCursor root(json, "");
   const JsonCursor nodes = check_header<T>(root);
-  Budget budget{max_elements};
-  for (std::size_t i = 0, n = nodes.array_size(); i < n; ++i) import_node(nodes[i], i, make_op, g, budget);
-  import_names(root[key::outputs], g, true);
-  import_names(root[key::grads], g, false);
+  // First every node is read, checked and charged, without running any; then the graph is built.
+  Budget budget{max_elements, max_work};
+  const std::size_t count = nodes.array_size();
+  std::vector<Shape> shapes;
+  shapes.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const NodeSpec n = read_node<T>(nodes[i], i, make_op, shapes, true);
+    budget.charge_elements(nodes[i], n.shape);
+    if (n.made) {
+      std::vector<Shape> in_shapes;
+      for (std::size_t in : n.inputs) in_shapes.push_back(shapes[in]);
+      budget.charge_work(nodes[i], n.op, n.made->work(in_shapes, n.shape));
+    }
+    shapes.push_back(n.shape);
+  }
+  const auto outputs = read_names(root[key::outputs], count);
+  const auto grads = read_names(root[key::grads], count);
+  for (std::size_t i = 0; i < count; ++i) build_node(read_node<T>(nodes[i], i, make_op, shapes, false), g);
+  for (const auto& [name, id] : outputs) g.set_output(name, g.var(id));
+  for (const auto& [name, id] : grads) g.set_grad(name, g.var(id));
 }
 
 template <class T>
@@ -279,14 +334,14 @@ std::vector<std::optional<xt::xarray<T>>> stored_values(const Json& json) {
   const JsonCursor nodes = check_header<T>(JsonCursor(json, ""));
   std::vector<std::optional<xt::xarray<T>>> values(nodes.array_size());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (auto vc = nodes[i].find(key::value)) values[i] = decode_value<T>(*vc);
+    if (auto vc = nodes[i].find(key::value)) values[i] = value_of<T>(*vc);
   }
   return values;
 }
 
 #define XGRAD_INSTANTIATE_SERIALIZE(T)                                                        \
   template Json graph_to_json(const Graph<T>&, ExportValues, std::optional<Json>);           \
-  template void graph_from_json(const Json&, const OpFactory&, Graph<T>&, std::size_t);      \
+  template void graph_from_json(const Json&, const OpFactory&, Graph<T>&, std::size_t, double); \
   template std::vector<std::optional<xt::xarray<T>>> stored_values(const Json&);
 XGRAD_INSTANTIATE_SERIALIZE(float)
 XGRAD_INSTANTIATE_SERIALIZE(double)

@@ -45,11 +45,13 @@ using OpFactory = std::function<std::shared_ptr<const Op>(const std::string& op,
 // Rebuilds a graph from the format into `graph`, which must be empty. Leaves take their stored
 // values (zeros of their shape when none are stored); every other node is recomputed, so stored
 // values of non-leaf nodes are validated but not used (see stored_values). Throws xgrad::error
-// naming the JSON path of the first problem. The nodes together may hold at most max_elements
-// elements (axes of length 0 counted as 1); each node is counted before it is allocated.
+// naming the JSON path of the first problem. Every node is read and checked before any runs: the
+// nodes together may hold at most max_elements elements (axes of length 0 counted as 1), and
+// their forwards may cost at most max_work element visits (Op::work), so that a small file can
+// make an import neither allocate nor compute without bound.
 template <class T>
 void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& graph,
-                     std::size_t max_elements = max_array_elements);
+                     std::size_t max_elements = max_array_elements, double max_work = max_import_work);
 
 // The values stored in an export, by node id (empty where none is stored), validated as by
 // graph_from_json. For comparing a replay with the file.

@@ -39,9 +39,11 @@ std::string npy_bytes(const xt::xarray<T>& array);
 // Reads a JSON file holding a number or rectangular nested arrays of numbers; "nan", "inf" and
 // "-inf" strings stand for the non-finite values. The dtype is float64. Rejects ragged or
 // deeper-than-32 nesting, other types, and anything after the value, naming the element
-// ("q.json: [1][2]: expected a number, got a string").
+// ("q.json: [1][2]: expected a number, got a string"), and more than max_elements numbers (axes
+// of length 0 counted as 1), before anything grows with them. Memory: the text and the array.
 StoredArray read_json_array(const std::string& path);
-StoredArray parse_json_array(std::string_view text, const std::string& what);
+StoredArray parse_json_array(std::string_view text, const std::string& what,
+                             std::size_t max_elements = max_array_elements);
 
 // Nested arrays as read_json_array reads them back, non-finite values as strings.
 template <class T>

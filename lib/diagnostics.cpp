@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
@@ -11,35 +12,37 @@ namespace xgrad {
 
 namespace {
 
-template <class Get>
-Summary summarize(const std::vector<SoftmaxRow>& rows, Get get) {
-  Summary s;
-  if (rows.empty()) return s;
-  s.min = std::numeric_limits<double>::infinity();
-  s.max = -std::numeric_limits<double>::infinity();
-  double sum = 0;
-  for (const auto& r : rows) {
-    const double x = get(r);
-    s.min = std::min(s.min, x);
-    s.max = std::max(s.max, x);
-    sum += x;
+// Min, mean and max of a quantity, one row at a time.
+class Accumulator {
+ public:
+  void add(double x) {
+    m_min = std::min(m_min, x);
+    m_max = std::max(m_max, x);
+    m_sum += x;
+    ++m_count;
   }
-  s.mean = sum / static_cast<double>(rows.size());
-  return s;
-}
+  Summary summary() const {
+    if (m_count == 0) return {};
+    return {m_min, m_sum / static_cast<double>(m_count), m_max};
+  }
+
+ private:
+  double m_min = std::numeric_limits<double>::infinity(), m_max = -std::numeric_limits<double>::infinity();
+  double m_sum = 0;
+  std::size_t m_count = 0;
+};
 
 Json summary_json(const Summary& s) {
   return Json{{"min", encode_number(s.min)}, {"mean", encode_number(s.mean)}, {"max", encode_number(s.max)}};
 }
 
-}  // namespace
-
-SoftmaxRow softmax_row_stats(const double* p, std::size_t n, std::size_t stride, double threshold) {
+template <class T>
+SoftmaxRow row_stats(const T* p, std::size_t n, std::size_t stride, double threshold) {
   SoftmaxRow r;
   double s2 = 0, s3 = 0;
   r.max_weight = -std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < n; ++i) {
-    const double x = p[i * stride];
+    const double x = static_cast<double>(p[i * stride]);
     r.max_weight = std::max(r.max_weight, x);
     if (x > 0) r.entropy -= x * std::log(x);
     s2 += x * x;
@@ -53,52 +56,97 @@ SoftmaxRow softmax_row_stats(const double* p, std::size_t n, std::size_t stride,
   return r;
 }
 
+// The axis a softmax node normalises along.
 template <class T>
-std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double threshold) {
+std::size_t axis_of(const Node<T>& softmax) {
+  const Shape shape(softmax.value.shape().begin(), softmax.value.shape().end());
+  return detail::normalize_axis(softmax.op->attrs()["axis"].template get<long>(), shape);
+}
+
+}  // namespace
+
+SoftmaxRow softmax_row_stats(const double* p, std::size_t n, std::size_t stride, double threshold) {
+  return row_stats(p, n, stride, threshold);
+}
+SoftmaxRow softmax_row_stats(const float* p, std::size_t n, std::size_t stride, double threshold) {
+  return row_stats(p, n, stride, threshold);
+}
+
+template <class T>
+std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double threshold, bool per_row) {
   if (!(threshold > 0 && threshold <= 1)) {
     throw error("softmax_diagnostics: the threshold must be in (0, 1], got " + number_str(threshold));
   }
   g.require_values("softmax_diagnostics");
-  std::vector<SoftmaxDiagnostics> out;
+  // Each softmax node's last softmax_vjp, in one pass over the nodes; and the rows in all.
+  std::vector<std::size_t> softmaxes;
+  std::map<std::size_t, std::size_t> vjp_of;
+  std::size_t total_rows = 0;
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& node = g.node(id);
-    if (node.op_name() != "softmax") continue;
+    if (node.is_leaf()) continue;
+    const std::string op = node.op->name();
+    if (op == "softmax") {
+      softmaxes.push_back(id);
+      total_rows += node.value.size() / node.value.shape()[axis_of(node)];
+    } else if (op == "softmax_vjp") {
+      vjp_of[node.inputs[0]] = id;
+    }
+  }
+  if (per_row && total_rows > max_diagnostic_rows) {
+    throw error("softmax_diagnostics: the softmax nodes have " + std::to_string(total_rows) +
+                " rows in all, more than the " + std::to_string(max_diagnostic_rows) +
+                " whose per-row statistics are kept; ask for the summaries alone (per_row false)");
+  }
+  std::vector<SoftmaxDiagnostics> out;
+  for (std::size_t id : softmaxes) {
+    const Node<T>& node = g.node(id);
     SoftmaxDiagnostics d;
     d.node = id;
     d.threshold = threshold;
     const Shape shape(node.value.shape().begin(), node.value.shape().end());
-    d.axis = detail::normalize_axis(node.op->attrs()["axis"].template get<long>(), shape);
+    d.axis = axis_of(node);
     d.n = shape[d.axis];
-    for (std::size_t j = id + 1; j < g.size(); ++j) {
-      if (g.node(j).op_name() == "softmax_vjp" && g.node(j).inputs[0] == id) d.vjp_node = j;
+    const auto vjp = vjp_of.find(id);
+    const T *grad_in = nullptr, *grad_out = nullptr;
+    if (vjp != vjp_of.end()) {
+      d.vjp_node = vjp->second;
+      grad_in = g.node(vjp->second).value.data();
+      grad_out = g.node(g.node(vjp->second).inputs[1]).value.data();
     }
-    const xt::xarray<double> p = xt::cast<double>(node.value);
-    xt::xarray<double> grad_in, grad_out;
-    if (d.vjp_node) {
-      grad_in = xt::cast<double>(g.node(*d.vjp_node).value);
-      grad_out = xt::cast<double>(g.node(g.node(*d.vjp_node).inputs[1]).value);
-    }
+    Accumulator max_weight, entropy, normalized_entropy, effective_support, jacobian_norm, gain;
+    std::size_t saturated = 0;
+    const T* p = node.value.data();
     const detail::Rows rows = detail::rows_along(shape, d.axis);
     detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
-      SoftmaxRow r = softmax_row_stats(p.data() + offset, rows.n, stride, threshold);
-      if (d.vjp_node) {
+      SoftmaxRow r = row_stats(p + offset, rows.n, stride, threshold);
+      if (grad_in) {
         double in2 = 0, out2 = 0;
         for (std::size_t i = 0; i < rows.n; ++i) {
-          in2 += grad_in.data()[offset + i * stride] * grad_in.data()[offset + i * stride];
-          out2 += grad_out.data()[offset + i * stride] * grad_out.data()[offset + i * stride];
+          const double gi = static_cast<double>(grad_in[offset + i * stride]);
+          const double go = static_cast<double>(grad_out[offset + i * stride]);
+          in2 += gi * gi;
+          out2 += go * go;
         }
         r.gradient_gain = out2 > 0 ? std::sqrt(in2 / out2) : 0.0;
+        gain.add(*r.gradient_gain);
       }
-      d.rows.push_back(r);
+      max_weight.add(r.max_weight);
+      entropy.add(r.entropy);
+      normalized_entropy.add(r.normalized_entropy);
+      effective_support.add(r.effective_support);
+      jacobian_norm.add(r.jacobian_norm);
+      saturated += r.saturated;
+      ++d.row_count;
+      if (per_row) d.rows.push_back(r);
     });
-    d.max_weight = summarize(d.rows, [](const SoftmaxRow& r) { return r.max_weight; });
-    d.entropy = summarize(d.rows, [](const SoftmaxRow& r) { return r.entropy; });
-    d.normalized_entropy = summarize(d.rows, [](const SoftmaxRow& r) { return r.normalized_entropy; });
-    d.effective_support = summarize(d.rows, [](const SoftmaxRow& r) { return r.effective_support; });
-    d.jacobian_norm = summarize(d.rows, [](const SoftmaxRow& r) { return r.jacobian_norm; });
-    if (d.vjp_node) d.gradient_gain = summarize(d.rows, [](const SoftmaxRow& r) { return *r.gradient_gain; });
-    const auto saturated = std::count_if(d.rows.begin(), d.rows.end(), [](const auto& r) { return r.saturated; });
-    d.saturated_fraction = d.rows.empty() ? 0.0 : static_cast<double>(saturated) / static_cast<double>(d.rows.size());
+    d.max_weight = max_weight.summary();
+    d.entropy = entropy.summary();
+    d.normalized_entropy = normalized_entropy.summary();
+    d.effective_support = effective_support.summary();
+    d.jacobian_norm = jacobian_norm.summary();
+    if (d.vjp_node) d.gradient_gain = gain.summary();
+    d.saturated_fraction = d.row_count ? static_cast<double>(saturated) / static_cast<double>(d.row_count) : 0.0;
     out.push_back(std::move(d));
   }
   return out;
@@ -107,7 +155,7 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
 Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, bool rows) {
   Json out = Json::array();
   for (const auto& d : diagnostics) {
-    Json j{{"node", d.node}, {"axis", d.axis}, {"n", d.n}, {"rows", d.rows.size()}, {"threshold", d.threshold},
+    Json j{{"node", d.node}, {"axis", d.axis}, {"n", d.n}, {"rows", d.row_count}, {"threshold", d.threshold},
            {"saturated_fraction", d.saturated_fraction}, {"max_weight", summary_json(d.max_weight)},
            {"entropy", summary_json(d.entropy)}, {"normalized_entropy", summary_json(d.normalized_entropy)},
            {"effective_support", summary_json(d.effective_support)}, {"jacobian_norm", summary_json(d.jacobian_norm)}};
@@ -136,7 +184,7 @@ Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, boo
   return out;
 }
 
-template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<float>&, double);
-template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<double>&, double);
+template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<float>&, double, bool);
+template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<double>&, double, bool);
 
 }  // namespace xgrad

@@ -35,7 +35,9 @@ struct SoftmaxDiagnostics {
   std::optional<std::size_t> vjp_node;    // the softmax_vjp node its gains were read from
   std::size_t axis = 0, n = 0;            // the normalised axis and its length
   double threshold = 0;
-  std::vector<SoftmaxRow> rows;           // in the order of the output's other axes, row-major
+  std::size_t row_count = 0;              // the rows of the output along the axis
+  std::vector<SoftmaxRow> rows;           // with per_row: each row, in the order of the output's
+                                          // other axes, row-major
   Summary max_weight, entropy, normalized_entropy, effective_support, jacobian_norm;
   std::optional<Summary> gradient_gain;
   double saturated_fraction = 0;          // of the rows
@@ -43,14 +45,25 @@ struct SoftmaxDiagnostics {
 
 // The statistics of one row of softmax weights (no gain).
 SoftmaxRow softmax_row_stats(const double* p, std::size_t n, std::size_t stride, double threshold);
+SoftmaxRow softmax_row_stats(const float* p, std::size_t n, std::size_t stride, double threshold);
 
-// Diagnostics of every softmax node of the graph, in node order. The gains come from the last
-// softmax_vjp node whose first input is the softmax's output (grad() builds one per backward
-// pass). Throws xgrad::error unless 0 < threshold <= 1.
+// The most rows whose per-row statistics softmax_diagnostics keeps, over all the softmax nodes
+// of a graph: 2^22 (256 MiB of SoftmaxRow, about 600 MiB as JSON text). The summaries have no
+// limit: they take no memory per row.
+inline constexpr std::size_t max_diagnostic_rows = std::size_t(1) << 22;
+
+// Diagnostics of every softmax node of the graph, in node order, in one pass over each node's
+// values (no copy of them). The gains come from the last softmax_vjp node whose first input is
+// the softmax's output (grad() builds one per backward pass). With per_row, `rows` holds each
+// row's statistics; without, it stays empty and only the summaries and row_count are filled.
+// Throws xgrad::error unless 0 < threshold <= 1, and, with per_row, if the softmax nodes have
+// more than max_diagnostic_rows rows in all (before keeping any).
 template <class T>
-std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& graph, double threshold = 0.99);
+std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& graph, double threshold = 0.99,
+                                                    bool per_row = true);
 
-// As JSON: per node its summaries, saturated fraction and, if `rows`, the per-row arrays.
+// As JSON: per node its summaries, saturated fraction and, if `rows`, the per-row arrays (of
+// the rows the diagnostics kept).
 Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, bool rows);
 
 }  // namespace xgrad

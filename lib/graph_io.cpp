@@ -61,16 +61,22 @@ template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values) {
   graph.require_values("export");
   if (values == ExportValues::none) return graph_to_json(graph, values);
-  return graph_to_json(graph, values, diagnostics_to_json(softmax_diagnostics(graph), true));
+  // The per-row statistics come along when there are at most max_diagnostic_rows rows.
+  std::vector<SoftmaxDiagnostics> d = softmax_diagnostics(graph, 0.99, false);
+  std::size_t rows = 0;
+  for (const auto& node : d) rows += node.row_count;
+  const bool per_row = rows <= max_diagnostic_rows;
+  if (per_row) d = softmax_diagnostics(graph, 0.99, true);
+  return graph_to_json(graph, values, diagnostics_to_json(d, per_row));
 }
 
 Json parse_graph_json(std::string_view text) { return parse_json(text, JsonLimits::max_depth, what); }
 
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements) {
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements, double max_work) {
   auto graph = std::make_unique<Graph<T>>();
   try {
-    graph_from_json(json, make_op, *graph, max_elements);
+    graph_from_json(json, make_op, *graph, max_elements, max_work);
   } catch (const error& e) {
     throw error(what + ": " + e.what());
   }
@@ -78,8 +84,8 @@ std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t m
 }
 
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max_elements) {
-  return graph_from_parsed_json<T>(parse_graph_json(text), max_elements);
+std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max_elements, double max_work) {
+  return graph_from_parsed_json<T>(parse_graph_json(text), max_elements, max_work);
 }
 
 template <class T>
@@ -91,7 +97,7 @@ std::string to_dot(const Graph<T>& g) {
          "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=10];\n"
          "  edge [color=\"#555555\"];\n";
   std::map<std::size_t, double> saturated;  // softmax node -> saturated fraction of its rows
-  for (const auto& d : softmax_diagnostics(g)) saturated[d.node] = d.saturated_fraction;
+  for (const auto& d : softmax_diagnostics(g, 0.99, false)) saturated[d.node] = d.saturated_fraction;
   const auto box = [&](std::size_t i) {
     const Node<T>& n = g.node(i);
     std::string label = n.op_name();
@@ -140,8 +146,8 @@ std::string to_dot(const Graph<T>& g) {
 
 #define XGRAD_INSTANTIATE_GRAPH_IO(T)                                          \
   template Json to_json(const Graph<T>&, ExportValues);                       \
-  template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&, std::size_t); \
-  template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view, std::size_t);    \
+  template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&, std::size_t, double); \
+  template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view, std::size_t, double);    \
   template std::string to_dot(const Graph<T>&);
 XGRAD_INSTANTIATE_GRAPH_IO(float)
 XGRAD_INSTANTIATE_GRAPH_IO(double)

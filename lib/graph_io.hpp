@@ -12,7 +12,8 @@ namespace xgrad {
 
 // The graph, forward and backward nodes alike, with the values asked for. dump() it for text:
 // numbers are written in their shortest round-trip form. When values are exported, the
-// softmax diagnostics (lib/diagnostics.hpp, threshold 0.99) come along under "diagnostics".
+// softmax diagnostics (lib/diagnostics.hpp, threshold 0.99) come along under "diagnostics", with
+// their per-row arrays when the softmax nodes have at most max_diagnostic_rows rows in all.
 template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
 
@@ -21,15 +22,18 @@ Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
 // export gives the same string when the values were exported. Throws xgrad::error naming the
 // JSON path of the first problem ("graph JSON: nodes[4].inputs[1]: refers to node 7, which is
 // not before node 4"); the text is checked for nesting deeper than the format before parsing.
-// The nodes may hold max_elements elements in all (see graph/serialize.hpp).
+// Every node is checked before any runs: the nodes may hold max_elements elements in all, and
+// their forwards cost max_work element visits (Op::work; see graph/serialize.hpp).
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max_elements = max_array_elements);
+std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max_elements = max_array_elements,
+                                          double max_work = max_import_work);
 
 // The same in two steps: parse_graph_json (the depth cap, then nlohmann's parser), after which
 // graph_json_dtype(json) tells which T to rebuild with graph_from_parsed_json<T>(json).
 Json parse_graph_json(std::string_view text);
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements = max_array_elements);
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements = max_array_elements,
+                                                 double max_work = max_import_work);
 
 // Graphviz DOT: one box per node (op, name, attributes, shape), inputs as edges, forward nodes
 // in one cluster and backward nodes in another (shaded), a dashed edge from each gradient to the

@@ -14,9 +14,14 @@ namespace {
 
 constexpr std::size_t max_json_depth = 32;
 
-// Builds shape and data in one SAX pass: no DOM, so memory stays a small multiple of the text.
+// Reads shape and data in SAX passes, no DOM: the first checks the text and finds the shape,
+// storing nothing; the second writes the numbers into an array of that shape (`out`). So memory
+// is the text and the array, and a text claiming more than max_array_elements numbers is refused
+// before anything grows with it.
 class ArrayBuilder {
  public:
+  ArrayBuilder(std::size_t max_elements, double* out) : m_max(max_elements), m_out(out) {}
+
   bool null() { return fail("expected a number, got null"); }
   bool boolean(bool) { return fail("expected a number, got a boolean"); }
   bool number_integer(Json::number_integer_t v) { return push(static_cast<double>(v)); }
@@ -60,13 +65,7 @@ class ArrayBuilder {
   }
 
   const std::string& problem() const { return m_problem; }
-  StoredArray result() const {
-    StoredArray out;
-    out.dtype = "float64";
-    out.values = xt::xarray<double>::from_shape(Shape(m_shape.begin(), m_shape.begin() + static_cast<long>(m_rank.value_or(0))));
-    std::copy(m_data.begin(), m_data.end(), out.values.begin());
-    return out;
-  }
+  Shape shape() const { return Shape(m_shape.begin(), m_shape.begin() + static_cast<long>(m_rank.value_or(0))); }
 
  private:
   static constexpr std::size_t unknown = std::numeric_limits<std::size_t>::max();
@@ -75,8 +74,10 @@ class ArrayBuilder {
     const std::size_t depth = m_counts.size();
     if (!m_rank) m_rank = depth;
     else if (*m_rank != depth) return fail("ragged: a number where an array belongs");
+    if (m_size == m_max) return fail("more than " + std::to_string(m_max) + " numbers, the most an array holds");
     if (!m_counts.empty()) ++m_counts.back();
-    m_data.push_back(v);
+    if (m_out) m_out[m_size] = v;
+    ++m_size;
     return true;
   }
   // The problem, at the index path of what is being read: in each enclosing array the element
@@ -95,7 +96,9 @@ class ArrayBuilder {
   std::vector<std::size_t> m_counts;  // elements seen so far in each open array
   Shape m_shape;
   std::optional<std::size_t> m_rank;
-  std::vector<double> m_data;
+  std::size_t m_max;
+  double* m_out;
+  std::size_t m_size = 0;
   std::string m_problem;
 };
 
@@ -111,15 +114,25 @@ Json nested(const xt::xarray<T>& a, std::size_t axis, std::size_t offset) {
 
 }  // namespace
 
-StoredArray parse_json_array(std::string_view text, const std::string& what) {
+StoredArray parse_json_array(std::string_view text, const std::string& what, std::size_t max_elements) {
   if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
     throw error(what + ": not JSON: a NUL byte at byte " + std::to_string(nul));
   }
-  ArrayBuilder builder;
-  if (!Json::sax_parse(text, &builder) || !builder.problem().empty()) {
-    throw error(what + ": " + (builder.problem().empty() ? "not JSON" : builder.problem()));
+  ArrayBuilder check(max_elements, nullptr);
+  if (!Json::sax_parse(text, &check) || !check.problem().empty()) {
+    throw error(what + ": " + (check.problem().empty() ? "not JSON" : check.problem()));
   }
-  return builder.result();
+  const Shape shape = check.shape();
+  if (!bounded_size(shape, max_elements)) {
+    throw error(what + ": shape " + shape_str(shape) + " has more than " + std::to_string(max_elements) +
+                " elements (axes of length 0 counted as 1), the most an array holds");
+  }
+  StoredArray out;
+  out.dtype = "float64";
+  out.values = xt::xarray<double>::from_shape(shape);
+  ArrayBuilder fill(max_elements, out.values.data());
+  Json::sax_parse(text, &fill);
+  return out;
 }
 
 StoredArray read_json_array(const std::string& path) { return parse_json_array(read_text_file(path), path); }

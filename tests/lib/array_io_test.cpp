@@ -203,4 +203,17 @@ BOOST_AUTO_TEST_CASE(json_arrays_reject_bad_input) {
   check_error([&] { read_json_array(npy_dir + "missing.json"); }, {"missing.json", "no such file"});
 }
 
+BOOST_AUTO_TEST_CASE(json_arrays_hold_at_most_max_elements) {
+  // Regression (issue 15): the JSON reader lacked the .npy reader's 2^28 bound (2^28 + 1 zeros
+  // were read). The bound is a parameter, so that it can be tested on small texts.
+  BOOST_TEST(parse_json_array("[[1, 2], [3, 4]]", "a.json", 4).values.size() == 4u);
+  check_error([&] { parse_json_array("[[1, 2], [3, 4], [5, 6]]", "a.json", 4); },
+              {"a.json: [2][0]: more than 4 numbers, the most an array holds"});
+  // An axis of length 0 counts as 1: no absurd axis on an empty array.
+  check_error([&] { parse_json_array("[[], [], [], [], []]", "a.json", 4); },
+              {"a.json: shape (5, 0) has more than 4 elements (axes of length 0 counted as 1)"});
+  BOOST_TEST(parse_json_array("[[], []]", "a.json", 4).values.shape() == (std::vector<std::size_t>{2, 0}),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

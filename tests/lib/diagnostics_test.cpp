@@ -151,6 +151,52 @@ BOOST_AUTO_TEST_CASE(rows_follow_the_axis_and_summaries_the_rows) {
   BOOST_TEST(softmax_diagnostics(g, 0.7)[0].saturated_fraction == 0.75);
 }
 
+BOOST_AUTO_TEST_CASE(summaries_alone_match_the_per_row_pass) {
+  // per_row false keeps no row, and its summaries are those of the rows, float32 and float64.
+  Graph<float> g;
+  const auto x = g.input("x", random_array<float>({4, 3, 7}, 3, 3.0f));
+  const auto y = softmax(x, 1);
+  grad(y, {x}, random_array<float>({4, 3, 7}, 4));
+  const auto all = softmax_diagnostics(g, 0.5), summaries = softmax_diagnostics(g, 0.5, false);
+  BOOST_TEST_REQUIRE(summaries.size() == 1u);
+  const auto &a = all[0], &s = summaries[0];
+  BOOST_TEST(s.rows.empty());
+  BOOST_TEST(s.row_count == 28u);
+  BOOST_TEST(a.row_count == a.rows.size());
+  BOOST_TEST((s.vjp_node == a.vjp_node));
+  BOOST_TEST(s.saturated_fraction == a.saturated_fraction);
+  for (const auto& [p, q] : {std::pair{&s.max_weight, &a.max_weight}, {&s.entropy, &a.entropy},
+                             {&s.jacobian_norm, &a.jacobian_norm}, {&*s.gradient_gain, &*a.gradient_gain}}) {
+    BOOST_TEST(p->min == q->min);
+    BOOST_TEST(p->mean == q->mean);
+    BOOST_TEST(p->max == q->max);
+  }
+  // The float32 row statistics are those of the same weights in float64.
+  const xt::xarray<double> p64 = xt::cast<double>(y.value());
+  const SoftmaxRow r32 = softmax_row_stats(y.value().data() + 1, 3, 7, 0.5), r64 = softmax_row_stats(p64.data() + 1, 3, 7, 0.5);
+  BOOST_TEST(r32.entropy == r64.entropy);
+  BOOST_TEST(a.rows[1].entropy == r64.entropy);
+}
+
+BOOST_AUTO_TEST_CASE(per_row_statistics_are_bounded) {
+  // Regression (issue 15): a 498-byte graph, broadcast_to (2^26, 1) then softmax, made inspect
+  // hold 64 bytes per row beside the values (5.2 GB). Rows are kept up to max_diagnostic_rows
+  // in all; past it per_row is refused before any is kept, and the summaries still come.
+  Graph<double> g;
+  const auto x = g.input("x", {{1.0}});
+  softmax(broadcast_to(x, {max_diagnostic_rows + 1, 1}));
+  check_error([&] { softmax_diagnostics(g); },
+              {"softmax_diagnostics: the softmax nodes have 4194305 rows in all, more than the 4194304 whose per-row "
+               "statistics are kept; ask for the summaries alone (per_row false)"});
+  const auto d = softmax_diagnostics(g, 0.99, false);
+  BOOST_TEST(d[0].row_count == max_diagnostic_rows + 1);
+  BOOST_TEST(d[0].saturated_fraction == 1.0);
+  // The export then carries the summaries without per-row arrays.
+  const Json j = to_json(g, ExportValues::inputs);
+  BOOST_TEST(j["diagnostics"][0]["rows"] == max_diagnostic_rows + 1);
+  BOOST_TEST(!j["diagnostics"][0].contains("per_row"));
+}
+
 BOOST_AUTO_TEST_CASE(diagnostics_are_in_the_json_export_with_values) {
   Graph<double> g;
   const auto q = g.input("q", random_array<double>({3, 4}, 4, 3.0));
@@ -258,6 +304,19 @@ BOOST_AUTO_TEST_CASE(sweep_outputs) {
   BOOST_TEST(!well_formed_xml("<svg><g></svg>", why));
   check_error([] { SweepOptions bad; bad.d_k = {4, 0}; saturation_sweep(bad); }, {"d_k = 0"});
   check_error([] { SweepOptions bad; bad.trials = 0; saturation_sweep(bad); }, {"trials = 0"});
+}
+
+// Issue 15 (class 7): a sweep of T_q = T_k = 2^15 would build 2^30-element scores in each trial;
+// refused before anything is drawn.
+BOOST_AUTO_TEST_CASE(sweep_refuses_arrays_of_too_many_elements) {
+  SweepOptions o;
+  o.t_q = o.t_k = std::size_t(1) << 15;
+  check_error([&] { saturation_sweep(o); },
+              {"saturation_sweep: the scores (T_q, T_k) (32768, 32768) makes more than 268435456 elements"});
+  SweepOptions wide;
+  wide.d_k = {4, std::size_t(1) << 20};
+  wide.t_q = 1024;
+  check_error([&] { saturation_sweep(wide); }, {"saturation_sweep: q (T_q, d_k) (1024, 1048576)"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 using namespace xgrad;
 using xgrad::test::check_error;
@@ -202,7 +203,7 @@ BOOST_AUTO_TEST_CASE(import_names_the_json_path_of_the_first_problem) {
   check_import_error([](Json& j) { j["nodes"][0]["value"]["shape"] = {2}; }, {"nodes[0].value.shape: is (2,), the node's shape is (1, 2)"});
   check_import_error([](Json& j) { j["nodes"][0]["value"]["shape"] = {2, 1}; j["nodes"][0]["value"]["data"] = {1, 2}; },
                      {"nodes[0].value.shape: is (2, 1), the node's shape is (1, 2)"});
-  check_import_error([](Json& j) { j["nodes"][0]["role"] = "forward"; }, {"nodes[0].role: a leaf \"input\" has role \"input\""});
+  check_import_error([](Json& j) { j["nodes"][0]["role"] = "forward"; }, {"nodes[0].role: a leaf \"input\" has role \"forward\""});
   check_import_error([](Json& j) { j["nodes"][0]["role"] = "hero"; }, {"nodes[0].role: unknown role \"hero\""});
   check_import_error([](Json& j) { j["nodes"][1]["grad_of"] = 0; }, {"nodes[1].grad_of: a forward node is no gradient"});
   check_import_error([](Json& j) { j["nodes"][1]["role"] = "backward"; j["nodes"][1]["grad_of"] = 1; },
@@ -225,6 +226,84 @@ BOOST_AUTO_TEST_CASE(import_bounds_what_a_small_file_can_allocate) {
   check_error([&] { graph_from_json<double>(j.dump()); }, {"nodes[1]: the graph holds more than 268435456 elements"});
   // An empty array cannot carry an absurd axis.
   check_import_error([](Json& k) { k["nodes"][0]["shape"] = {0, 1u << 30}; }, {"nodes[0].shape: more than 268435456 elements"});
+}
+
+// A graph of value-less leaves and op nodes, from (op, inputs, attrs, shape) rows after the
+// leaves' shapes: the files of the issue's reports, a few hundred bytes each.
+std::string crafted_graph(const std::vector<Shape>& leaves,
+                          const std::vector<std::tuple<std::string, std::vector<std::size_t>, Json, Shape>>& ops) {
+  Json j = small_export();
+  j["nodes"] = Json::array();
+  for (const auto& shape : leaves) {
+    j["nodes"].push_back({{"id", j["nodes"].size()}, {"op", "input"}, {"name", ""}, {"role", "input"},
+                          {"inputs", Json::array()}, {"attrs", Json::object()}, {"shape", shape}});
+  }
+  for (const auto& [op, inputs, attrs, shape] : ops) {
+    j["nodes"].push_back({{"id", j["nodes"].size()}, {"op", op}, {"name", ""}, {"role", "forward"},
+                          {"inputs", inputs}, {"attrs", attrs}, {"shape", shape}});
+  }
+  j["outputs"] = Json::object();
+  j["grads"] = Json::object();
+  j.erase("diagnostics");
+  return j.dump();
+}
+
+BOOST_AUTO_TEST_CASE(import_bounds_what_a_small_file_can_compute) {
+  // Regression (issue 15): one matmul of (4096, 8192) by (8192, 4096) zero leaves, 414 bytes,
+  // ran 13-19 s. 2^37 multiply-adds are 2^34 element visits: refused before any node runs (the
+  // leaves, 2^26 elements together, are not even allocated: tests/resources checks that).
+  const Json flags{{"transpose_a", false}, {"transpose_b", false}};
+  const std::string big = crafted_graph({{4096, 8192}, {8192, 4096}}, {{"matmul", {0, 1}, flags, {4096, 4096}}});
+  BOOST_TEST(big.size() < 500u);
+  check_error([&] { graph_from_json<double>(big); },
+              {"graph JSON: nodes[2]: computing the graph takes more than 4294967296 element visits (Op::work), "
+               "the most this import runs: 1.73e+10 in all, this matmul 1.73e+10"});
+  // Regression: 200 sums of one 2^27-element leaf ran for minutes; each visits 2^27 + 1
+  // elements, so the 32nd passes 2^32.
+  std::vector<std::tuple<std::string, std::vector<std::size_t>, Json, Shape>> sums;
+  for (int i = 0; i < 200; ++i) sums.emplace_back("sum", std::vector<std::size_t>{0}, Json{{"axes", {0}}, {"keepdims", false}}, Shape{});
+  check_error([&] { graph_from_json<double>(crafted_graph({{1u << 27}}, sums)); }, {"nodes[32]: computing the graph takes more than"});
+  // The limit is a parameter: small_export's scale and softmax visit 4 elements each.
+  const std::string ok = small_export().dump();
+  BOOST_REQUIRE_NO_THROW(graph_from_json<double>(ok));
+  check_error([&] { graph_from_json<double>(ok, max_array_elements, 5.0); }, {"nodes[2]: computing the graph takes more than 5 element visits"});
+}
+
+BOOST_AUTO_TEST_CASE(ops_state_their_work) {
+  // The default: the elements of the inputs and the output.
+  const auto scale = make_op("scale", JsonCursor(Json{{"alpha", 2.0}}, "attrs"));
+  BOOST_TEST(scale->work({{2, 3}}, {2, 3}) == 12.0);
+  // matmul adds its multiply-adds, 8 to an element visit: (2, 3) @ (3, 4) has 6 + 12 + 8
+  // elements and 2 x 4 x 3 = 24 multiply-adds.
+  const auto matmul = make_op("matmul", JsonCursor(Json{{"transpose_a", false}, {"transpose_b", false}}, "attrs"));
+  BOOST_TEST(matmul->work({{2, 3}, {3, 4}}, {2, 4}) == 26.0 + 3.0);
+  BOOST_TEST(matmul->work({{5, 2, 3}, {5, 3, 4}}, {5, 2, 4}) == 5 * 29.0);
+  // The fused attention: q (4, 2), k and v (6, 2), out (4, 3): 24 weights of 4 multiply-adds
+  // forward, each written and read once; 3 x 2 + 2 x 2 = 10 multiply-adds and 4 visits in the VJP.
+  const auto flash = make_op("flash_attention", JsonCursor(Json{{"scale", 1.0}}, "attrs"));
+  BOOST_TEST(flash->work({{4, 2}, {6, 2}, {6, 2}}, {4, 3}) == 8 + 12 + 12 + 12 + 2 * 24 + 24 * 4 / 8.0);
+  const auto flash_vjp = make_op("flash_attention_vjp", JsonCursor(Json{{"scale", 1.0}}, "attrs"));
+  BOOST_TEST(flash_vjp->work({{4, 2}, {6, 2}, {6, 2}, {4, 3}, {4, 3}}, {1, 32}) ==
+             8 + 12 + 12 + 12 + 12 + 32 + 4 * 24 + 24 * 10 / 8.0);
+}
+
+BOOST_AUTO_TEST_CASE(import_refuses_duplicate_keys) {
+  // Regression (issue 15): nlohmann's DOM keeps one of two equal keys silently, so a graph whose
+  // top level had "dtype" twice (float32, then float64) replayed as float64.
+  const std::string ok = small_export().dump();
+  const auto twice = [&](const std::string& first, const std::string& insert) {
+    std::string text = ok;
+    text.insert(text.find(first), insert);
+    return text;
+  };
+  check_error([&] { graph_from_json<double>(twice("\"dtype\"", "\"dtype\":\"float32\",")); },
+              {"graph JSON: top level: the key \"dtype\" appears twice"});
+  check_error([&] { graph_from_json<double>(twice("\"id\":0", "\"id\":0,")); }, {"graph JSON: nodes[0]: the key \"id\" appears twice"});
+  check_error([&] { graph_from_json<double>(twice("\"alpha\"", "\"alpha\":1,")); },
+              {"graph JSON: nodes[1].attrs: the key \"alpha\" appears twice"});
+  check_error([&] { graph_from_json<double>(twice("\"z\"", "\"z\":0,")); }, {"graph JSON: outputs: the key \"z\" appears twice"});
+  // Equal keys in different objects are fine: every node has an "id".
+  BOOST_REQUIRE_NO_THROW(graph_from_json<double>(ok));
 }
 
 BOOST_AUTO_TEST_CASE(float32_import_rejects_values_out_of_range) {

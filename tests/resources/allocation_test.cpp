@@ -113,4 +113,31 @@ BOOST_AUTO_TEST_CASE(graph_import_allocates_a_small_multiple_of_the_text) {
   BOOST_TEST(peak_of([&] { graph_from_json<double>(claim); }) <= 64 * claim.size());
 }
 
+BOOST_AUTO_TEST_CASE(a_graph_above_the_work_limit_is_refused_before_any_node_runs) {
+  // Regression (issue 15): one matmul of two value-less (4096, 8192) and (8192, 4096) leaves ran
+  // 13-19 s. Refused on its structure: the leaves' 2^26 elements are never allocated.
+  Graph<double> g;
+  const auto a = g.input("a", xt::xarray<double>(xt::zeros<double>({4, 8})));
+  const auto b = g.input("b", xt::xarray<double>(xt::zeros<double>({8, 4})));
+  matmul(a, b);
+  Json j = to_json(g, ExportValues::none);
+  j["nodes"][0]["shape"] = {4096, 8192};
+  j["nodes"][1]["shape"] = {8192, 4096};
+  j["nodes"][2]["shape"] = {4096, 4096};
+  const std::string text = j.dump();
+  BOOST_CHECK_THROW(graph_from_json<double>(text), xgrad::error);
+  const std::size_t bytes = peak_of([&] { graph_from_json<double>(text); });
+  BOOST_TEST(bytes <= 64 * text.size(), bytes << " bytes for " << text.size() << " bytes of text");
+}
+
+BOOST_AUTO_TEST_CASE(summary_diagnostics_take_no_memory_per_row) {
+  // Regression (issue 15): the diagnostics copied each softmax's values to float64 and kept 64
+  // bytes per row. The summaries alone read the values in place.
+  Graph<float> g;
+  const auto x = g.input("x", xt::xarray<float>(xt::zeros<float>({std::size_t(1) << 18, std::size_t(4)})));
+  grad(softmax(x), {x});
+  const std::size_t bytes = peak_of([&] { softmax_diagnostics(g, 0.99, false); });
+  BOOST_TEST(bytes < 64 * 1024u, bytes << " bytes for a softmax of " << (1u << 20) << " elements");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
