@@ -19,7 +19,7 @@ class AddOp final : public OpFor<AddOp> {
   bool overwrites_input(std::size_t) const override { return true; }  // element by element
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
-    return detail::broadcast_or_throw(x[0], x[1]);
+    return detail::broadcast_or_throw(x[0], x[1]);  // within max_array_elements
   }
 
   template <class T>

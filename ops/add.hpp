@@ -9,7 +9,8 @@ namespace xgrad {
 // y = a + b elementwise, a and b broadcast together by numpy's rules: axes aligned on the right,
 // an axis of 1 or a missing leading axis stretches (a bias (d) over (B, T, d), a residual of one
 // shape). Used by grad() to sum the gradient contributions of a node used more than once.
-// Throws xgrad::error naming both shapes if they do not broadcast together.
+// Throws xgrad::error naming both shapes if they do not broadcast together,
+// or if y would hold more than max_array_elements = 2^28 elements (axes of length 0 counted as 1).
 template <class T>
 Var<T> add(const Var<T>& a, const Var<T>& b);
 

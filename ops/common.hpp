@@ -11,10 +11,41 @@
 #include <xtensor/xreducer.hpp>
 
 #include <xgrad/graph/error.hpp>
+#include <xgrad/graph/graph.hpp>
 #include <xgrad/graph/op.hpp>
 #include <xgrad/ops/parallel.hpp>
 
 namespace xgrad::detail {
+
+// The bound on every array built from a caller's shape, checked before anything is allocated:
+// an op's output (in infer_shape) or the result of a library function (masks, one_hot,
+// initialisers). Throws xgrad::error "<what> makes more than 268435456 elements" if `shape`
+// holds more than max_array_elements elements, axes of length 0 counted as 1 (bounded_size).
+inline void check_elements(const Shape& shape, const std::string& what) {
+  if (!bounded_size(shape)) {
+    throw error(what + " makes more than " + std::to_string(max_array_elements) + " elements");
+  }
+}
+
+// check_elements for a library function's result: "<function>: a (2, 3) <noun> makes more ...".
+inline void check_result_shape(const std::string& function, const Shape& shape, const std::string& noun) {
+  check_elements(shape, function + ": a " + shape_str(shape) + " " + noun);
+}
+
+// For a composite builder (a loss, attention), before its first node: throws xgrad::error
+// "<who>: <name> is an empty Var" or "<who>: <name> (node N) belongs to another graph than
+// <first name>" unless every Var is valid and of the first one's graph. A rejected call then
+// adds no node.
+template <class T>
+void check_one_graph(const std::string& who, const std::vector<std::pair<const char*, const Var<T>*>>& vars) {
+  for (const auto& [name, v] : vars) {
+    if (!v->valid()) throw error(who + ": " + name + " is an empty Var");
+    if (&v->graph() != &vars.front().second->graph()) {
+      throw error(who + ": " + name + " (node " + std::to_string(v->id()) + ") belongs to another graph than " +
+                  vars.front().first);
+    }
+  }
+}
 
 // Maps axis in [-rank, rank) to [0, rank); throws naming the axis and the shape otherwise.
 inline std::size_t normalize_axis(long axis, const Shape& shape) {
@@ -150,11 +181,17 @@ inline std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
-// broadcast_shapes(a, b), or an xgrad::error naming both shapes.
+// broadcast_shapes(a, b), for the infer_shape of a broadcasting op (add, mul): an xgrad::error
+// naming both shapes if they do not broadcast together, or if the result holds more than
+// max_array_elements (check_elements).
 inline Shape broadcast_or_throw(const Shape& a, const Shape& b) {
-  if (auto s = broadcast_shapes(a, b)) return *s;
-  throw error("a " + shape_str(a) + " and b " + shape_str(b) +
-              " do not broadcast together (aligned on the right, each pair of axes must be equal or one of them 1)");
+  const std::optional<Shape> s = broadcast_shapes(a, b);
+  if (!s) {
+    throw error("a " + shape_str(a) + " and b " + shape_str(b) +
+                " do not broadcast together (aligned on the right, each pair of axes must be equal or one of them 1)");
+  }
+  check_elements(*s, "broadcasting a " + shape_str(a) + " and b " + shape_str(b) + " to " + shape_str(*s));
+  return *s;
 }
 
 // y = f(a, b) elementwise, a and b broadcast to y's shape (which broadcast_shapes gave). Walks y

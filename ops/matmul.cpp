@@ -51,7 +51,13 @@ class MatmulOp final : public OpFor<MatmulOp> {
     Shape y(a.begin(), a.end() - 2);
     y.push_back(d.m);
     y.push_back(d.n);
+    detail::check_elements(y, "the product " + shape_str(y) + " of a " + shape_str(a) + " and b " + shape_str(b));
     return y;
+  }
+
+  // The elements read and written, and one multiply-add per element of y and of the inner axis.
+  double work(const std::vector<Shape>& x, const Shape& y) const override {
+    return Op::work(x, y) + multiply_add_work(element_count(y) * static_cast<double>(dims(x[0], x[1]).k));
   }
 
   template <class T>

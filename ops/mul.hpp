@@ -7,7 +7,8 @@
 namespace xgrad {
 
 // y = a * b elementwise, a and b broadcast together by numpy's rules (see add).
-// Throws xgrad::error naming both shapes if they do not broadcast together.
+// Throws xgrad::error naming both shapes if they do not broadcast together,
+// or if y would hold more than max_array_elements = 2^28 elements (axes of length 0 counted as 1).
 template <class T>
 Var<T> mul(const Var<T>& a, const Var<T>& b);
 

@@ -8,7 +8,8 @@ namespace xgrad {
 
 // y = x summed over the axes along which `shape` would be broadcast to x's shape (the extra
 // leading axes and the axes where `shape` has 1), so y has `shape`. The inverse of broadcast_to
-// for gradients. Throws xgrad::error naming both shapes if `shape` does not broadcast to x's.
+// for gradients. Throws xgrad::error naming both shapes if `shape` does not broadcast to x's,
+// or if y would hold more than max_array_elements = 2^28 elements (axes of length 0 counted as 1) (only an empty x can have a larger target).
 template <class T>
 Var<T> sum_to(const Var<T>& x, const Shape& shape);
 

@@ -141,4 +141,17 @@ BOOST_AUTO_TEST_CASE(attrs_hold_the_flags) {
   BOOST_TEST(y.node().op->attrs().dump() == R"({"transpose_a":true,"transpose_b":false})");
 }
 
+// Issue 15 (class 7): an outer product (2^15, 1) @ (1, 2^15), and the same in a batch, would
+// make 2^30 elements; refused in infer_shape.
+BOOST_AUTO_TEST_CASE(refuses_a_product_of_too_many_elements) {
+  Graph<double> g;
+  const auto a = g.input("a", xt::zeros<double>(Shape{std::size_t(1) << 15, 1}));
+  const auto b = g.input("b", xt::zeros<double>(Shape{1, std::size_t(1) << 15}));
+  check_error([&] { xgrad::matmul(a, b); }, {"matmul (node 2): the product (32768, 32768) of a (32768, 1) and b (1, 32768) makes more than 268435456 elements"});
+  const auto ab = g.input("ab", xt::zeros<double>(Shape{4, std::size_t(1) << 13, 1}));
+  const auto bb = g.input("bb", xt::zeros<double>(Shape{4, 1, std::size_t(1) << 14}));
+  check_error([&] { xgrad::matmul(ab, bb); }, {"matmul (node 4)", "(4, 8192, 16384)", "more than 268435456 elements"});
+  BOOST_TEST(g.size() == 4u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -33,4 +33,15 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
   check_error([&] { xgrad::sum_to(x, {1, 2, 3}); }, {"x (2, 3)", "(1, 2, 3)"});
 }
 
+// Issue 15 (class 7): summing an empty x (0, 2^15, 2^15) to (1, 2^15, 2^15) would make 2^30
+// zeros; refused in infer_shape.
+BOOST_AUTO_TEST_CASE(refuses_a_target_of_too_many_elements) {
+  Graph<double> g;
+  const std::size_t n = std::size_t(1) << 15;
+  const auto x = g.input("x", xt::xarray<double>::from_shape({0, n, n}));
+  check_error([&] { xgrad::sum_to(x, {1, n, n}); },
+              {"sum_to (node 1): summing x (0, 32768, 32768) to (1, 32768, 32768) makes more than 268435456 elements"});
+  BOOST_TEST(g.size() == 1u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
