@@ -18,15 +18,7 @@ namespace {
 
 template <class T>
 void check_attention_inputs(const Var<T>& q, const Var<T>& k, const Var<T>& v) {
-  const char* names[] = {"q", "k", "v"};
-  const Var<T>* vars[] = {&q, &k, &v};
-  for (int i = 0; i < 3; ++i) {
-    if (!vars[i]->valid()) throw error(std::string("attention: ") + names[i] + " is an empty Var");
-    if (&vars[i]->graph() != &q.graph()) {
-      throw error(std::string("attention: ") + names[i] + " (node " + std::to_string(vars[i]->id()) +
-                  ") belongs to another graph than q");
-    }
-  }
+  detail::check_one_graph<T>("attention", {{"q", &q}, {"k", &k}, {"v", &v}});
   const auto shape = [](const Var<T>& x) {
     return Shape(x.value().shape().begin(), x.value().shape().end());
   };
@@ -72,14 +64,9 @@ AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>
   check_attention_inputs(q, k, v);
   const double factor = checked_scale(q, alpha);
   const auto& qs = q.value().shape();
-  if (mask) {
-    Shape scores(qs.begin(), qs.end() - 1);
-    scores.push_back(k.value().shape()[k.value().dimension() - 2]);
-    if (!detail::broadcastable(Shape(mask->shape().begin(), mask->shape().end()), scores)) {
-      throw error("masked_attention: the mask " + shape_str(mask->shape()) + " does not broadcast to the scores " +
-                  shape_str(scores) + " (B..., T_q, T_k)");
-    }
-  }
+  Shape scores(qs.begin(), qs.end() - 1);
+  scores.push_back(k.value().shape()[k.value().dimension() - 2]);
+  detail::check_scores(scores, mask);
   AttentionNodes<T> a;
   // (scale q) k^T: the scale multiplies q, T_q x d_k numbers, not the T_q x T_k scores, which
   // saves a pass over the scores forward and backward and a T_q x T_k array at each end.
@@ -96,6 +83,14 @@ AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>
 }
 
 }  // namespace
+
+void detail::check_scores(const Shape& scores, const xt::xarray<bool>* mask) {
+  detail::check_elements(scores, "attention: the scores " + shape_str(scores) + " (B..., T_q, T_k)");
+  if (mask && !detail::broadcastable(Shape(mask->shape().begin(), mask->shape().end()), scores)) {
+    throw error("masked_attention: the mask " + shape_str(mask->shape()) + " does not broadcast to the scores " +
+                shape_str(scores) + " (B..., T_q, T_k)");
+  }
+}
 
 template <class T>
 AttentionNodes<T> attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
@@ -117,6 +112,7 @@ Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::o
 }
 
 xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k) {
+  detail::check_result_shape("causal_mask", {t_q, t_k}, "mask");
   xt::xarray<bool> m = xt::xarray<bool>::from_shape({t_q, t_k});
   const long offset = static_cast<long>(t_k) - static_cast<long>(t_q);
   for (std::size_t i = 0; i < t_q; ++i) {
@@ -130,6 +126,7 @@ xt::xarray<bool> padding_mask(const std::vector<std::size_t>& lengths, std::size
   if (head_axis) shape.push_back(1);
   shape.push_back(t_q);
   shape.push_back(t_k);
+  detail::check_result_shape("padding_mask", shape, "mask");
   xt::xarray<bool> m = xt::xarray<bool>::from_shape(shape);
   for (std::size_t b = 0; b < lengths.size(); ++b) {
     if (lengths[b] > t_k) {

@@ -23,7 +23,9 @@ namespace xgrad {
 //
 // Throws xgrad::error, naming the shapes, when a rank is < 2, the batch axes differ, d_k of q
 // and k differ, T_k of k and v differ, T_k = 0 (softmax over no keys) or d_k = 0 (1/sqrt(0)),
-// or the Vars belong to different graphs; and when a given scale is not finite.
+// the scores (B..., T_q, T_k) would hold more than max_array_elements = 2^28 elements (axes of
+// length 0 counted as 1), or the Vars belong to different graphs; and when a given scale is not
+// finite. Every check is made before the first node is added: a rejected call adds no node.
 template <class T>
 struct AttentionNodes {
   Var<T> scores;   // (B..., T_q, T_k), already scaled
@@ -81,13 +83,22 @@ Var<T> masked_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, const
 
 // (T_q, T_k): query i may attend to key j when j <= i + T_k - T_q, i.e. to itself and the past
 // when T_q = T_k, with the queries aligned to the last keys otherwise (so the first rows of a
-// T_q > T_k mask allow no key).
+// T_q > T_k mask allow no key). Throws xgrad::error naming the shape, before allocating, if
+// the mask would hold more than max_array_elements = 2^28 elements (axes of 0 counted as 1).
 xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k);
 
 // (B, T_q, T_k), or (B, 1, T_q, T_k) with head_axis for (B, H, T_q, T_k) scores: in sequence b
 // every query may attend to the keys j < lengths[b], the rest being padding. Throws xgrad::error
-// if a length exceeds T_k.
+// if a length exceeds T_k, or naming the shape, before allocating, if the mask would hold more
+// than max_array_elements = 2^28 elements (axes of length 0 counted as 1).
 xt::xarray<bool> padding_mask(const std::vector<std::size_t>& lengths, std::size_t t_q, std::size_t t_k,
                               bool head_axis = false);
+
+namespace detail {
+// The checks of the scores (B..., T_q, T_k) that the attention builders make before their first
+// node (multi_head_attention too, before its projections): at most max_array_elements, and
+// the mask, if any, broadcasts to them. Throws xgrad::error naming the shapes.
+void check_scores(const Shape& scores, const xt::xarray<bool>* mask);
+}  // namespace detail
 
 }  // namespace xgrad

@@ -11,6 +11,7 @@
 
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
+#include <xgrad/ops/common.hpp>
 
 namespace xgrad {
 
@@ -115,6 +116,24 @@ template <class T>
 GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs, const GradcheckOptions& options) {
   check_inputs(y, xs, options);
   GradcheckReport report;
+  std::size_t inputs_size = 0;
+  for (const auto& x : xs) inputs_size += x.value().size();
+  const std::size_t m = y.value().size();
+  // m * inputs_size <= full_limit, without overflow.
+  const bool small = inputs_size == 0 || m <= options.full_limit / inputs_size;
+  report.mode = options.mode != GradcheckMode::automatic ? options.mode
+                : small                                  ? GradcheckMode::full
+                                                         : GradcheckMode::projection;
+  if (report.mode == GradcheckMode::projection && options.projections == 0) {
+    throw error("gradcheck: projection mode with projections = 0 would compare nothing");
+  }
+  if (report.mode == GradcheckMode::full) {  // the Jacobians it holds, before anything is copied
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      detail::check_elements({m, xs[i].value().size()},
+                             "gradcheck: the full Jacobian " + shape_str(Shape{m, xs[i].value().size()}) + " of x[" +
+                                 std::to_string(i) + "]");
+    }
+  }
   report.dtype = dtype_name<T>();
   report.eps = options.eps;
   report.atol = options.atol.value_or(default_atol(report.dtype));
@@ -157,15 +176,6 @@ GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs, const 
     return slope;
   };
 
-  std::size_t inputs_size = 0;
-  for (const auto& x : xs) inputs_size += x.value().size();
-  const std::size_t m = y.value().size();
-  report.mode = options.mode != GradcheckMode::automatic ? options.mode
-                : m * inputs_size <= options.full_limit ? GradcheckMode::full
-                                                         : GradcheckMode::projection;
-  if (report.mode == GradcheckMode::projection && options.projections == 0) {
-    throw error("gradcheck: projection mode with projections = 0 would compare nothing");
-  }
   Comparer comparer(report, xs.size());
 
   if (report.mode == GradcheckMode::full) {

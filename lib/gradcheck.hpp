@@ -64,7 +64,9 @@ struct GradcheckReport {
 // Checks the VJPs of y w.r.t. the leaves xs. The analytic side runs grad() in the graph's dtype
 // on a copy of the graph; the numeric side replays a float64 copy with each x perturbed by
 // +-eps (a float32 graph is replayed in float64). The caller's graph is left unchanged.
-// Throws xgrad::error if y or an x is empty or of another graph, or an x is not a leaf.
+// Throws xgrad::error if y or an x is empty or of another graph, or an x is not a leaf; in full
+// mode, naming the shape, if a Jacobian (y.size(), x.size()) would hold more than
+// max_array_elements = 2^28 elements.
 template <class T>
 GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs,
                           const GradcheckOptions& options = {});

@@ -3,6 +3,7 @@
 #include <xgrad/graph/error.hpp>
 #include <xgrad/lib/format.hpp>
 #include <xgrad/ops/add.hpp>
+#include <xgrad/ops/common.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/mul.hpp>
@@ -16,6 +17,7 @@ namespace {
 // Before any node is built: a rejected call adds nothing to the graph.
 template <class T>
 void check_same_shape(const char* what, const char* a_name, const Var<T>& a, const char* b_name, const Var<T>& b) {
+  detail::check_one_graph<T>(what, {{a_name, &a}, {b_name, &b}});
   if (!shapes_equal(a.value().shape(), b.value().shape())) {
     throw error(std::string(what) + ": " + a_name + " " + shape_str(a.value().shape()) + " and " + b_name + " " +
                 shape_str(b.value().shape()) + " must have one shape");
@@ -43,6 +45,7 @@ template <class T>
 xt::xarray<T> one_hot(const xt::xarray<std::size_t>& labels, std::size_t classes) {
   Shape shape(labels.shape().begin(), labels.shape().end());
   shape.push_back(classes);
+  detail::check_result_shape("one_hot", shape, "result");
   xt::xarray<T> y = xt::zeros<T>(shape);
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const std::size_t label = labels.data()[i];

@@ -3,6 +3,7 @@
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/optim.hpp>
 #include <xgrad/ops/add.hpp>
+#include <xgrad/ops/common.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/reshape.hpp>
@@ -27,8 +28,13 @@ Var<T> split_heads(const Var<T>& x, std::size_t heads) {
   return permute(reshape(x, Shape{s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
 }
 
+// Every check of the block before its first node: a rejected call adds no node.
 template <class T>
-void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads) {
+void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
+                 const std::optional<xt::xarray<bool>>& mask, AttentionImpl impl) {
+  detail::check_one_graph<T>("multi_head_attention",
+                             {{"x_q", &x_q}, {"x_kv", &x_kv}, {"w_q", &p.w_q}, {"b_q", &p.b_q}, {"w_k", &p.w_k},
+                              {"b_k", &p.b_k}, {"w_v", &p.w_v}, {"b_v", &p.b_v}, {"w_o", &p.w_o}, {"b_o", &p.b_o}});
   const auto shape = [](const Var<T>& v) { return Shape(v.value().shape().begin(), v.value().shape().end()); };
   const Shape q = shape(x_q), kv = shape(x_kv);
   if (q.size() != 3 || kv.size() != 3 || q[0] != kv[0] || q[2] != kv[2]) {
@@ -39,6 +45,10 @@ void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>
   if (heads == 0 || d % heads != 0) {
     throw error("multi_head_attention: " + std::to_string(heads) + " heads do not divide d_model = " + std::to_string(d));
   }
+  if (d == 0 || kv[1] == 0) {
+    throw error("multi_head_attention: needs d_model > 0 and T_k > 0 (softmax over no keys is undefined): x_q is " +
+                shape_str(q) + ", x_kv is " + shape_str(kv));
+  }
   const std::pair<const char*, const Var<T>*> all[] = {{"w_q", &p.w_q}, {"b_q", &p.b_q}, {"w_k", &p.w_k}, {"b_k", &p.b_k},
                                                        {"w_v", &p.w_v}, {"b_v", &p.b_v}, {"w_o", &p.w_o}, {"b_o", &p.b_o}};
   for (const auto& [name, v] : all) {
@@ -48,6 +58,11 @@ void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>
                   ", expected " + shape_str(expected) + " for d_model = " + std::to_string(d));
     }
   }
+  if (mask && impl == AttentionImpl::fused) {
+    throw error("multi_head_attention: the fused attention takes no mask; use AttentionImpl::composed with a mask");
+  }
+  // The scores (B, H, T_q, T_k) of the composed attention (the fused one holds none).
+  if (impl == AttentionImpl::composed) detail::check_scores({q[0], heads, q[1], kv[1]}, mask ? &*mask : nullptr);
 }
 
 }  // namespace
@@ -73,10 +88,7 @@ AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint6
 template <class T>
 Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
                             const std::optional<xt::xarray<bool>>& mask, AttentionImpl impl) {
-  check_block(x_q, x_kv, p, heads);
-  if (mask && impl == AttentionImpl::fused) {
-    throw error("multi_head_attention: the fused attention takes no mask; use AttentionImpl::composed with a mask");
-  }
+  check_block(x_q, x_kv, p, heads, mask, impl);
   const Var<T> q = split_heads(project(x_q, p.w_q, p.b_q), heads);
   const Var<T> k = split_heads(project(x_kv, p.w_k, p.b_k), heads);
   const Var<T> v = split_heads(project(x_kv, p.w_v, p.b_v), heads);

@@ -31,8 +31,12 @@ AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint6
 //   attention nodes, so grad() differentiates it like any graph. `impl` chooses the attention
 //   nodes (lib/attention.hpp): fused, for long sequences, takes no mask.
 // Throws xgrad::error naming the shapes if x_q or x_kv is not (B, T, d_model) with one B and
-// d_model, heads does not divide d_model, or a parameter has the wrong shape; and if a mask is
-// given with AttentionImpl::fused.
+// d_model, heads does not divide d_model, d_model or T_k is 0, a parameter has the wrong shape,
+// a Var is empty or of another graph than x_q, the mask does not broadcast to the scores or
+// the scores (B, H, T_q, T_k) would hold more than max_array_elements = 2^28 elements; and if
+// a mask is given with AttentionImpl::fused. Every check comes before the first node: a
+// rejected call adds no node. attention_params throws as glorot_uniform does for a d_model
+// whose (d_model, d_model) weights exceed that bound.
 template <class T>
 Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& params,
                             std::size_t heads, const std::optional<xt::xarray<bool>>& mask = std::nullopt,

@@ -5,6 +5,8 @@
 
 #include <xtensor/xbuilder.hpp>
 
+#include <xgrad/ops/common.hpp>
+
 namespace xgrad {
 
 namespace {
@@ -27,12 +29,31 @@ void check_grads(const std::vector<Var<T>>& params, const std::vector<Var<T>>& g
                 std::to_string(params.size()) + " parameters");
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
+    if (grads[i].valid() && &grads[i].graph() != &params[i].graph()) {
+      throw error(std::string(who) + ": the gradient of params[" + std::to_string(i) + "] (node " +
+                  std::to_string(grads[i].id()) + ") belongs to another graph than the parameter (node " +
+                  std::to_string(params[i].id()) + ")");
+    }
     if (!grads[i].valid() || !shapes_equal(grads[i].value().shape(), params[i].value().shape())) {
       throw error(std::string(who) + ": the gradient of params[" + std::to_string(i) + "] " +
                   shape_str(params[i].value().shape()) + " is " +
                   (grads[i].valid() ? shape_str(grads[i].value().shape()) : std::string("an empty Var")));
     }
   }
+}
+
+// A hyperparameter: throws "<who>: <name> must be <range>, got <value>" unless `ok` (which is
+// false for NaN, and for inf where the range is finite).
+void check_hyperparameter(const char* who, const char* name, double value, bool ok, const char* range) {
+  if (!ok) throw error(std::string(who) + ": " + name + " must be " + range + ", got " + number_str(value));
+}
+
+void check_lr(const char* who, double lr) {
+  check_hyperparameter(who, "lr", lr, std::isfinite(lr) && lr > 0, "a finite number > 0");
+}
+
+void check_fraction(const char* who, const char* name, double value) {
+  check_hyperparameter(who, name, value, value >= 0 && value < 1, "in [0, 1)");
 }
 
 std::pair<std::size_t, std::size_t> fans(const Shape& shape) {
@@ -47,9 +68,8 @@ template <class T>
 Sgd<T>::Sgd(std::vector<Var<T>> params, double lr, double momentum)
     : m_params(std::move(params)), m_lr(lr), m_momentum(momentum) {
   check_params(m_params, "Sgd");
-  if (!(lr > 0) || !(momentum >= 0 && momentum < 1)) {
-    throw error("Sgd: needs lr > 0 and 0 <= momentum < 1, got lr " + number_str(lr) + ", momentum " + number_str(momentum));
-  }
+  check_lr("Sgd", lr);
+  check_fraction("Sgd", "momentum", momentum);
   for (const auto& p : m_params) m_velocity.push_back(xt::zeros<T>(p.value().shape()));
 }
 
@@ -72,10 +92,10 @@ template <class T>
 Adam<T>::Adam(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps)
     : m_params(std::move(params)), m_lr(lr), m_beta1(beta1), m_beta2(beta2), m_eps(eps) {
   check_params(m_params, "Adam");
-  if (!(lr > 0) || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps > 0)) {
-    throw error("Adam: needs lr > 0, 0 <= beta1, beta2 < 1 and eps > 0, got lr " + number_str(lr) + ", beta1 " +
-                number_str(beta1) + ", beta2 " + number_str(beta2) + ", eps " + number_str(eps));
-  }
+  check_lr("Adam", lr);
+  check_fraction("Adam", "beta1", beta1);
+  check_fraction("Adam", "beta2", beta2);
+  check_hyperparameter("Adam", "eps", eps, std::isfinite(eps) && eps > 0, "a finite number > 0");
   for (const auto& p : m_params) {
     m_m.push_back(xt::zeros<T>(p.value().shape()));
     m_v.push_back(xt::zeros<T>(p.value().shape()));
@@ -103,6 +123,7 @@ void Adam<T>::step(const std::vector<Var<T>>& grads) {
 
 template <class T>
 xt::xarray<T> glorot_uniform(const Shape& shape, std::uint64_t seed) {
+  detail::check_result_shape("glorot_uniform", shape, "array");
   const auto [fan_in, fan_out] = fans(shape);
   const double a = std::sqrt(6.0 / static_cast<double>(std::max<std::size_t>(fan_in + fan_out, 1)));
   std::mt19937_64 rng(seed);
@@ -114,6 +135,7 @@ xt::xarray<T> glorot_uniform(const Shape& shape, std::uint64_t seed) {
 
 template <class T>
 xt::xarray<T> he_normal(const Shape& shape, std::uint64_t seed) {
+  detail::check_result_shape("he_normal", shape, "array");
   const double sd = std::sqrt(2.0 / static_cast<double>(std::max<std::size_t>(fans(shape).first, 1)));
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, sd);

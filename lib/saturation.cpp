@@ -11,6 +11,7 @@
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/diagnostics.hpp>
 #include <xgrad/lib/grad.hpp>
+#include <xgrad/ops/common.hpp>
 
 namespace xgrad {
 
@@ -91,6 +92,17 @@ std::vector<SweepRow> saturation_sweep(const SweepOptions& o) {
   }
   if (!(o.threshold > 0 && o.threshold <= 1)) {
     throw error("saturation_sweep: the threshold must be in (0, 1], got " + number_str(o.threshold));
+  }
+  // Every array of a trial within max_array_elements, before the first is drawn.
+  const auto check = [](const char* name, const Shape& shape) {
+    detail::check_elements(shape, std::string("saturation_sweep: ") + name + " " + shape_str(shape));
+  };
+  check("the scores (T_q, T_k)", {o.t_q, o.t_k});
+  check("grad_out (T_q, d_v)", {o.t_q, o.d_v});
+  check("v (T_k, d_v)", {o.t_k, o.d_v});
+  for (std::size_t d : o.d_k) {
+    check("q (T_q, d_k)", {o.t_q, d});
+    check("k (T_k, d_k)", {o.t_k, d});
   }
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<double> normal;

@@ -42,7 +42,9 @@ struct SweepRow {
 // independent standard normal entries (std::mt19937_64 from `seed`: deterministic), attention
 // in float64 with scale 1/sqrt(d_k) and with scale 1 on the same draws, gradients w.r.t. q with
 // that grad_out, and the softmax diagnostics of both. Throws xgrad::error for an empty d_k list,
-// a d_k, T_q, T_k or trials of 0, or a threshold outside (0, 1].
+// a d_k, T_q, T_k or trials of 0, a threshold outside (0, 1], or, before drawing anything, an
+// array of a trial (the scores (T_q, T_k), q, k, v, grad_out) of more than max_array_elements =
+// 2^28 elements.
 std::vector<SweepRow> saturation_sweep(const SweepOptions& options);
 
 // {"rows": [{"d_k": 16, "scaled": {...}, "unscaled": {...}}, ...]}, each side with the keys

@@ -205,4 +205,17 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
               {"grad_out is (5, 2)", "is (2, 5)"});
 }
 
+// Issue 15 (class 7): q, k of 2^15 rows make (2^15, 2^15) scores; attention refuses before its
+// first node (the scale node was added before matmul refused).
+BOOST_AUTO_TEST_CASE(refuses_scores_of_too_many_elements_before_any_node) {
+  Graph<double> g;
+  const auto q = g.input("q", xt::zeros<double>(Shape{std::size_t(1) << 15, 1}));
+  const auto k = g.input("k", xt::zeros<double>(Shape{std::size_t(1) << 15, 1}));
+  check_error([&] { xgrad::attention(q, k, k); },
+              {"attention: the scores (32768, 32768) (B..., T_q, T_k) makes more than 268435456 elements"});
+  check_error([&] { xgrad::masked_attention(q, k, k, xt::xarray<bool>(xt::ones<bool>({1}))); },
+              {"attention: the scores (32768, 32768)"});
+  BOOST_TEST(g.size() == 2u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

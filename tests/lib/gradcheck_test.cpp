@@ -129,4 +129,17 @@ BOOST_AUTO_TEST_CASE(rejects_bad_arguments) {
   check_error([&] { xgrad::gradcheck(y, {x}, zero_eps); }, {"eps must be a positive number"});
 }
 
+// Issue 15 (class 7): full mode on y and x of 2^15 elements would hold a 2^30-element Jacobian;
+// refused before anything is copied.
+BOOST_AUTO_TEST_CASE(full_mode_refuses_a_jacobian_of_too_many_elements) {
+  Graph<double> g;
+  const auto x = g.input("x", xt::zeros<double>(Shape{std::size_t(1) << 15}));
+  GradcheckOptions o;
+  o.mode = GradcheckMode::full;
+  check_error([&] { xgrad::gradcheck(scale(x, 2.0), {x}, o); },
+              {"gradcheck: the full Jacobian (32768, 32768) of x[0] makes more than 268435456 elements"});
+  o.mode = GradcheckMode::automatic;  // chooses projections, no overflow in y.size() * x.size()
+  BOOST_TEST(xgrad::gradcheck(scale(x, 2.0), {x}, o).mode == GradcheckMode::projection);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

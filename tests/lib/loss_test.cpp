@@ -74,4 +74,26 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes_and_labels) {
               {"one_hot: label 3 at [1, 0] is not below the number of classes, 3"});
 }
 
+// Issue 15 (class 8): mse_loss and cross_entropy of Vars of two graphs added a node (scale, or
+// log_softmax) before the op refused; now they refuse first, naming the Var.
+BOOST_AUTO_TEST_CASE(vars_of_two_graphs_add_no_node) {
+  Graph<double> g, other;
+  const auto a = g.input("a", xt::zeros<double>({2, 3}));
+  const auto b = other.input("b", xt::zeros<double>({2, 3}));
+  check_error([&] { mse_loss(a, b); }, {"mse_loss: target (node 0) belongs to another graph than prediction"});
+  check_error([&] { mse_loss(b, a); }, {"mse_loss: target (node 0) belongs to another graph than prediction"});
+  check_error([&] { cross_entropy(a, b); }, {"cross_entropy: targets (node 0) belongs to another graph than logits"});
+  check_error([&] { cross_entropy(Var<double>(), a); }, {"cross_entropy: logits is an empty Var"});
+  BOOST_TEST(g.size() == 1u);
+  BOOST_TEST(other.size() == 1u);
+}
+
+// Issue 15: one_hot({0, 1}, 2^63) crashed (xtensor's strides overflowed); refused before allocating.
+BOOST_AUTO_TEST_CASE(one_hot_refuses_too_many_elements) {
+  check_error([&] { one_hot<double>(xt::xarray<std::size_t>{0, 1}, std::size_t(1) << 63); },
+              {"one_hot: a (2, 9223372036854775808) result makes more than 268435456 elements"});
+  check_error([&] { one_hot<float>(xt::xarray<std::size_t>::from_shape({0}), std::size_t(1) << 29); },
+              {"one_hot: a (0, 536870912) result"});
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -117,4 +117,17 @@ BOOST_AUTO_TEST_CASE(rejects_a_mask_that_does_not_broadcast) {
   BOOST_TEST(g.size() == 3u);  // nothing was added
 }
 
+// Issue 15: causal_mask(2^32, 2^32) and padding_mask({1}, 2^32, 2^32) crashed (xtensor's strides
+// overflowed); both refuse before allocating.
+BOOST_AUTO_TEST_CASE(masks_refuse_too_many_elements) {
+  const std::size_t big = std::size_t(1) << 32;
+  check_error([&] { causal_mask(big, big); },
+              {"causal_mask: a (4294967296, 4294967296) mask makes more than 268435456 elements"});
+  check_error([&] { padding_mask({1}, big, big); },
+              {"padding_mask: a (1, 4294967296, 4294967296) mask makes more than 268435456 elements"});
+  check_error([&] { padding_mask({1, 2}, std::size_t(1) << 14, std::size_t(1) << 14, true); },
+              {"padding_mask: a (2, 1, 16384, 16384) mask"});
+  BOOST_TEST(causal_mask(0, std::size_t(1) << 28).size() == 0u);  // at the bound
+}
+
 BOOST_AUTO_TEST_SUITE_END()

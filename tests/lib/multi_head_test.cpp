@@ -95,4 +95,34 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
               {"multi_head_attention: the fused attention takes no mask"});
 }
 
+// Issue 15 (class 8): every check before the first node. A Var of another graph, a mask that
+// does not broadcast to (B, H, T_q, T_k), T_k = 0, d_model = 0 or scores of too many elements
+// were found after the projections had been added.
+BOOST_AUTO_TEST_CASE(a_rejected_call_adds_no_node) {
+  Graph<double> g, other;
+  const auto x = g.input("x", xt::zeros<double>({2, 3, 4}));
+  const auto none = g.input("none", xt::zeros<double>({2, 0, 4}));
+  const auto x0 = g.input("x0", xt::zeros<double>({2, 3, 0}));
+  const auto p = attention_params(g, 4, 1);
+  const auto p0 = attention_params(g, 0, 1, "zero");
+  const auto alien = other.input("alien", xt::zeros<double>({2, 3, 4}));
+  auto mixed = p;
+  mixed.b_v = other.parameter("b_v", xt::zeros<double>({4}));
+  const auto tall = g.input("tall", xt::zeros<double>(Shape{1, std::size_t(1) << 15, 2}));
+  const auto wide = g.input("wide", xt::zeros<double>(Shape{1, std::size_t(1) << 14, 2}));
+  const auto p2 = attention_params(g, 2, 1, "two");
+  const std::size_t nodes = g.size();
+  check_error([&] { multi_head_attention(x, alien, p, 2); }, {"multi_head_attention: x_kv (node 0) belongs to another graph than x_q"});
+  check_error([&] { multi_head_attention(x, x, mixed, 2); }, {"multi_head_attention: b_v (node 1) belongs to another graph than x_q"});
+  check_error([&] { multi_head_attention(x, Var<double>(), p, 2); }, {"multi_head_attention: x_kv is an empty Var"});
+  check_error([&] { multi_head_attention(x, x, p, 2, causal_mask(3, 2)); },
+              {"masked_attention: the mask (3, 2) does not broadcast to the scores (2, 2, 3, 3)"});
+  check_error([&] { multi_head_attention(x, none, p, 2); },
+              {"multi_head_attention: needs d_model > 0 and T_k > 0", "x_q is (2, 3, 4), x_kv is (2, 0, 4)"});
+  check_error([&] { multi_head_attention(x0, x0, p0, 2); }, {"needs d_model > 0", "x_q is (2, 3, 0)"});
+  check_error([&] { multi_head_attention(tall, wide, p2, 1); }, {"attention: the scores (1, 1, 32768, 16384)", "more than 268435456"});
+  BOOST_TEST(g.size() == nodes);
+  BOOST_TEST(other.size() == 2u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -75,12 +75,41 @@ BOOST_AUTO_TEST_CASE(initialisation_is_deterministic_and_scaled) {
 BOOST_AUTO_TEST_CASE(rejects_bad_use) {
   Quadratic q;
   check_error([&] { Sgd<double>({q.target}, 0.1); }, {"Sgd: params[0] is not a parameter", "constant", "Graph::parameter"});
-  check_error([&] { Sgd<double>({q.w}, -1.0); }, {"Sgd: needs lr > 0", "lr -1"});
-  check_error([&] { Adam<double>({q.w}, 0.1, 1.0); }, {"Adam: needs", "beta1 1"});
+  check_error([&] { Sgd<double>({q.w}, -1.0); }, {"Sgd: lr must be a finite number > 0, got -1"});
+  check_error([&] { Adam<double>({q.w}, 0.1, 1.0); }, {"Adam: beta1 must be in [0, 1), got 1"});
   Sgd<double> sgd({q.w}, 0.1);
   check_error([&] { sgd.step({}); }, {"Sgd::step: 0 gradients for 1 parameters"});
   check_error([&] { sgd.step({q.loss, q.loss}); }, {"2 gradients for 1"});
   check_error([&] { sgd.step({q.g.constant("x", xt::zeros<double>({3, 1}))}); }, {"the gradient of params[0] (1, 3) is (3, 1)"});
+}
+
+// Issue 15 (class 8): Sgd::step took gradients of another graph, and Adam an infinite lr.
+BOOST_AUTO_TEST_CASE(rejects_gradients_of_another_graph_and_infinite_hyperparameters) {
+  Quadratic q, other;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  Sgd<double> sgd({q.w}, 0.1);
+  check_error([&] { sgd.step({other.grad_w}); },
+              {"Sgd::step: the gradient of params[0] (node " + std::to_string(other.grad_w.id()) +
+               ") belongs to another graph than the parameter (node 0)"});
+  Adam<double> adam({q.w});
+  check_error([&] { adam.step({other.grad_w}); }, {"Adam::step: the gradient of params[0]", "another graph"});
+  BOOST_TEST(q.w.value() == (xt::xarray<double>{{1.0, -2.0, 0.5}}));  // unchanged
+  check_error([&] { Adam<double>({q.w}, inf); }, {"Adam: lr must be a finite number > 0, got inf"});
+  check_error([&] { Adam<double>({q.w}, 0.1, nan); }, {"Adam: beta1 must be in [0, 1), got nan"});
+  check_error([&] { Adam<double>({q.w}, 0.1, 0.9, 0.999, inf); }, {"Adam: eps must be a finite number > 0, got inf"});
+  check_error([&] { Sgd<double>({q.w}, nan); }, {"Sgd: lr must be a finite number > 0, got nan"});
+  check_error([&] { Sgd<double>({q.w}, 0.1, 1.0); }, {"Sgd: momentum must be in [0, 1), got 1"});
+}
+
+// Issue 15: glorot_uniform and he_normal of {2^32, 2^32} returned an array with no storage.
+BOOST_AUTO_TEST_CASE(initialisers_refuse_too_many_elements) {
+  const std::size_t big = std::size_t(1) << 32;
+  check_error([&] { glorot_uniform<double>({big, big}, 1); },
+              {"glorot_uniform: a (4294967296, 4294967296) array makes more than 268435456 elements"});
+  check_error([&] { he_normal<float>({big, big}, 1); }, {"he_normal: a (4294967296, 4294967296) array makes more than"});
+  Graph<double> g;
+  check_error([&] { attention_params(g, std::size_t(1) << 15, 1); }, {"glorot_uniform: a (32768, 32768) array"});
+  BOOST_TEST(g.size() == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
