@@ -1,12 +1,19 @@
 // The xgrad binary run as scripts run it: exit codes, stdout, stderr and the files it writes.
 #include "../check.hpp"
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 using namespace xgrad;
 namespace fs = std::filesystem;
@@ -46,16 +53,27 @@ struct Sandbox {
   std::string path(const std::string& name) const { return (dir / name).string(); }
 
   // Runs `xgrad <args>` in the sandbox directory.
-  Run xgrad(const std::string& args) const {
-    const std::string cmd = "cd '" + dir.string() + "' && '" XGRAD_TOOL "' " + args + " > .stdout 2> .stderr";
+  Run xgrad(const std::string& args) const { return shell("exec '" XGRAD_TOOL "' " + args); }
+  // Runs `xgrad <args>` with at most `kib` KiB of address space (ulimit -v, in the child only),
+  // single-threaded OpenBLAS, and 60 s to finish (OpenBLAS has hung in an mmap retry loop).
+  Run xgrad_limited(const std::string& args, long kib) const {
+    return shell("OPENBLAS_NUM_THREADS=1 exec timeout 60 sh -c 'ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\"' '" XGRAD_TOOL "' " + args);
+  }
+  // Runs the sh command line `command` in the sandbox directory.
+  Run shell(const std::string& command) const {
+    const std::string cmd = "cd '" + dir.string() + "' && (" + command + ") > .stdout 2> .stderr";
     const int status = std::system(cmd.c_str());
     Run r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / ".stdout"), read_text(dir / ".stderr")};
     fs::remove(dir / ".stdout");
     fs::remove(dir / ".stderr");
     return r;
   }
-  std::size_t files() const {
-    return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+  std::size_t files() const { return entries().size(); }
+  // The names in the sandbox (or in its subdirectory `sub`), hidden ones included.
+  std::set<std::string> entries(const std::string& sub = "") const {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir / sub)) names.insert(e.path().filename().string());
+    return names;
   }
 };
 
@@ -145,7 +163,7 @@ BOOST_AUTO_TEST_CASE(bad_usage_and_input_exit_2_with_one_line) {
       {"attention --q q.json --k k.json --v v.json --dtype half", "--dtype must be float32|float64, not 'half'"},
       {"attention --q q.json --k k.json --v v.json --out", "option --out needs a value"},
       {"gradcheck --shape 2,3", "--shape needs TQ,TK,DK,DV"},
-      {"gradcheck --shape 2,x,3,4", "--shape needs a non-negative integer, got 'x'"},
+      {"gradcheck --shape 2,x,3,4", "--shape needs an integer from 0 to 65536, not 'x'"},
       {"gradcheck --shape 2,3,2,2 --q q.json", "either --q --k --v or --shape"},
       {"gradcheck --shape 2,0,2,2", "T_k = 0"},
       {"export --q q.json --k k.json --v v.json --format svg", "--format must be json|dot"},
@@ -155,7 +173,7 @@ BOOST_AUTO_TEST_CASE(bad_usage_and_input_exit_2_with_one_line) {
       {"replay .", ".: not a regular file"},
       {"replay /dev/zero", "/dev/zero: not a regular file"},
       {"example --dtype float64 --dtype float32", "option --dtype given twice"},
-      {"gradcheck --shape 100000,2,2,2", "larger than 65536"},
+      {"gradcheck --shape 100000,2,2,2", "--shape needs an integer from 0 to 65536, not '100000'"},
       {"gradcheck --shape 30000,30000,1,1", "--shape 30000,30000,1,1: attention would build (30000, 30000) score arrays"},
       {"replay broken.json", "broken.json: graph JSON: not JSON"},
       {"gradcheck --shape 2,3,4,2 --impl flash", "--impl must be composed|fused, not 'flash'"},
@@ -310,7 +328,7 @@ BOOST_AUTO_TEST_CASE(inspect_prints_softmax_diagnostics) {
   BOOST_TEST(none.err.find("none.json: node 0 ('q') has no stored value") != std::string::npos, none.err);
   const Run bad = s.xgrad("inspect g.json --threshold 2");
   BOOST_TEST(bad.rc == 2);
-  BOOST_TEST(bad.err.find("--threshold must be a number in (0, 1], not '2'") != std::string::npos, bad.err);
+  BOOST_TEST(bad.err.find("--threshold needs a number in (0, 1], not '2'") != std::string::npos, bad.err);
 }
 
 BOOST_AUTO_TEST_CASE(saturation_sweeps_and_plots) {
@@ -336,12 +354,253 @@ BOOST_AUTO_TEST_CASE(saturation_sweeps_and_plots) {
 }
 
 BOOST_AUTO_TEST_CASE(failing_stdout_is_an_error) {
+  // Every command that prints, and every help text (issue 15: `xgrad --help > /dev/full` exited 0).
   Sandbox s;
-  for (const char* args : {"export --shape 3,3,3,3", "attention --q q.json --k k.json --v v.json", "example"}) {
-    const std::string cmd = "cd '" + s.dir.string() + "' && '" XGRAD_TOOL "' " + args + " > /dev/full 2> err.txt";
-    const int status = std::system(cmd.c_str());
-    BOOST_TEST(WEXITSTATUS(status) == 2, args);
-    BOOST_TEST(read_text(s.dir / "err.txt").find("cannot write to standard output") != std::string::npos, args);
+  BOOST_TEST_REQUIRE(s.xgrad("export --shape 2,3,4,5 -o g.json").rc == 0);
+  std::vector<std::string> all = {"--help", "-h", "help", "export --shape 3,3,3,3", "example", "gradcheck --shape 2,2,2,2",
+                                  "attention --q q.json --k k.json --v v.json", "replay g.json", "inspect g.json",
+                                  "inspect g.json --format json", "inspect g.json --format csv",
+                                  "saturation --dk 4 --trials 1", "export --shape 1,1,1,1 --format dot"};
+  for (const char* cmd : {"example", "attention", "gradcheck", "export", "replay", "inspect", "saturation"}) {
+    all.push_back(std::string(cmd) + " --help");
+  }
+  for (const std::string& args : all) {
+    const Run r = s.shell("exec '" XGRAD_TOOL "' " + args + " > /dev/full");
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.rc == 2);
+      BOOST_TEST(one_line(r.err), r.err);
+      BOOST_TEST(r.err.find("cannot write to standard output") != std::string::npos, r.err);
+    }
+  }
+  // Usage on stderr without a command still exits 2, with the usage.
+  const Run none = s.xgrad("");
+  BOOST_TEST(none.rc == 2);
+  BOOST_TEST(none.err.rfind("usage: xgrad", 0) == 0u, none.err);
+}
+
+// Issue 15, class 2: under an address-space limit the tool died of std::terminate (exit 134)
+// because nlohmann/json allocates in its destructors while unwinding a std::bad_alloc.
+BOOST_AUTO_TEST_CASE(out_of_memory_exits_2_with_one_line_and_no_output) {
+  Sandbox s;
+  // An 8 MB graph; the tool with OpenBLAS's buffer needs about 181 MB, parsing the graph about 40 MB more.
+  BOOST_TEST_REQUIRE(s.shell("OPENBLAS_NUM_THREADS=1 exec '" XGRAD_TOOL "' export --shape 300,300,16,16 -o g.json").rc == 0);
+  BOOST_TEST_REQUIRE(fs::file_size(s.dir / "g.json") > 8000000u);
+  const std::set<std::string> before = s.entries();
+  const std::tuple<std::string, long, std::string> cases[] = {
+      {"replay g.json", 200000, "xgrad replay: out of memory while reading g.json\n"},
+      {"inspect g.json", 200000, "xgrad inspect: out of memory while reading g.json\n"},
+      {"export --shape 8192,8192,1,1 -o out.json", 400000, "xgrad export: out of memory while building the graph of --shape 8192,8192,1,1\n"},
+      // Below what OpenBLAS's work buffer needs the tool stops at once (it used to hang in mmap).
+      {"replay g.json", 100000, "xgrad replay: out of memory while starting (OpenBLAS needs a 128 MiB work buffer)\n"},
+  };
+  for (const auto& [args, kib, line] : cases) {
+    const Run r = s.xgrad_limited(args, kib);
+    BOOST_TEST_CONTEXT(args << " under " << kib << " KiB") {
+      BOOST_TEST(r.rc == 2);
+      BOOST_TEST(r.err == line);
+      BOOST_TEST(r.out.empty());
+      BOOST_TEST((s.entries() == before));  // no out.json, no temporary file
+    }
+  }
+  // With enough memory the same commands succeed, so the limits above are what made them fail.
+  BOOST_TEST(s.xgrad_limited("replay g.json", 400000).rc == 0);
+}
+
+// Every limit, whichever phase it stops the command in, ends with all the outputs or none of
+// them, one line on stderr and no temporary file left behind.
+BOOST_AUTO_TEST_CASE(every_memory_limit_ends_whole_or_clean) {
+  Sandbox s;
+  write_npy(s.path("q.npy"), xt::xarray<double>(xt::ones<double>({600, 64})));
+  write_npy(s.path("k.npy"), xt::xarray<double>(xt::ones<double>({600, 64})));
+  write_npy(s.path("v.npy"), xt::xarray<double>(xt::ones<double>({600, 64})));
+  const std::set<std::string> before = s.entries();
+  for (const std::string& args : {std::string("export --shape 256,256,16,16 -o e.json"),
+                                  std::string("attention --q q.npy --k k.npy --v v.npy --out res")}) {
+    std::set<std::string> phases;
+    bool succeeded = false;
+    for (long kib = 160000; kib <= 260000 && !succeeded; kib += 6000) {
+      const Run r = s.xgrad_limited(args, kib);
+      BOOST_TEST_CONTEXT(args << " under " << kib << " KiB") {
+        if (r.rc == 0) {
+          succeeded = true;
+          BOOST_TEST(r.err.empty());
+          const bool dir = fs::is_directory(s.dir / "res");
+          if (dir) BOOST_TEST((s.entries("res") == std::set<std::string>{"grad_k.npy", "grad_q.npy", "grad_v.npy", "output.npy"}));
+          else BOOST_TEST(fs::file_size(s.dir / "e.json") > 0u);
+          continue;
+        }
+        BOOST_TEST_REQUIRE(r.rc == 2, r.err);
+        const std::string prefix = "xgrad " + args.substr(0, args.find(' ')) + ": out of memory while ";
+        BOOST_TEST(r.err.rfind(prefix, 0) == 0u, r.err);
+        BOOST_TEST(one_line(r.err), r.err);
+        phases.insert(r.err.substr(prefix.size()));
+        std::set<std::string> now = s.entries();
+        if (now.count("res")) {
+          BOOST_TEST(s.entries("res").empty());  // the directory is made first; no file in it
+          now.erase("res");
+        }
+        BOOST_TEST((now == before));
+      }
+    }
+    BOOST_TEST(succeeded, args);
+    BOOST_TEST(phases.size() >= 2u, args);  // the limits stop it in more than one phase
+    fs::remove_all(s.dir / "res");
+    fs::remove(s.dir / "e.json");
+  }
+}
+
+// Issue 15, class 3: -o onto a FIFO or a device replaced it with a regular file.
+BOOST_AUTO_TEST_CASE(outputs_that_exist_and_are_not_regular_files_are_refused) {
+  Sandbox s;
+  BOOST_TEST_REQUIRE(mkfifo(s.path("fifo").c_str(), 0644) == 0);
+  fs::create_directories(s.dir / "dir");
+  const int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string sock_path = s.path("sock");
+  BOOST_TEST_REQUIRE(sock_path.size() < sizeof addr.sun_path);
+  std::copy(sock_path.begin(), sock_path.end(), addr.sun_path);
+  BOOST_TEST_REQUIRE(bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  std::vector<std::string> specials = {"fifo", "dir", "sock"};
+  if (geteuid() == 0) {
+    BOOST_TEST_REQUIRE(mknod(s.path("full").c_str(), S_IFCHR | 0644, makedev(1, 7)) == 0);  // as /dev/full
+    specials.push_back("full");
+  } else {
+    BOOST_TEST_MESSAGE("not root: the device node case is skipped");
+  }
+  fs::create_directories(s.dir / "res");
+  BOOST_TEST_REQUIRE(mkfifo(s.path("res/grad_k.npy").c_str(), 0644) == 0);
+  const auto types = [&] {
+    std::map<std::string, fs::file_type> t;
+    for (const auto& e : fs::recursive_directory_iterator(s.dir)) t[e.path().string()] = e.symlink_status().type();
+    return t;
+  };
+  const auto before = types();
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const auto& name : specials) cases.push_back({"export --shape 1,1,1,1 -o " + name, name});
+  cases.push_back({"saturation --dk 4 --trials 1 --plot fifo", "fifo"});
+  cases.push_back({"attention --q q.json --k k.json --v v.json --out res", "res/grad_k.npy"});
+  for (const auto& [args, path] : cases) {
+    const Run r = s.xgrad(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.rc == 2);
+      BOOST_TEST(r.err == "xgrad " + args.substr(0, args.find(' ')) + ": " + path +
+                              ": exists and is not a regular file; refusing to replace it\n");
+      BOOST_TEST(r.out.empty());
+      BOOST_TEST((types() == before));  // nothing replaced, no other output, no temporary file
+    }
+  }
+  close(sock);
+}
+
+// Symbolic links: the file a link points to is replaced and the link stays; a link to nothing
+// is refused (writing through it would create a file wherever it points).
+BOOST_AUTO_TEST_CASE(outputs_follow_symbolic_links_to_regular_files) {
+  Sandbox s;
+  fs::create_directories(s.dir / "elsewhere");
+  write_text(s.dir / "elsewhere" / "g.json", "old");
+  fs::create_symlink("elsewhere/g.json", s.dir / "link.json");
+  const Run r = s.xgrad("export --shape 2,2,2,2 -o link.json");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(fs::is_symlink(s.dir / "link.json"));
+  BOOST_TEST(read_text(s.dir / "elsewhere" / "g.json") == s.xgrad("export --shape 2,2,2,2").out);
+  BOOST_TEST((s.entries("elsewhere") == std::set<std::string>{"g.json"}));  // the temporary was beside the target
+  fs::create_symlink("nowhere.json", s.dir / "dangling.json");
+  const Run dangling = s.xgrad("export --shape 2,2,2,2 -o dangling.json");
+  BOOST_TEST(dangling.rc == 2);
+  BOOST_TEST(dangling.err == "xgrad export: dangling.json: is a symbolic link to nothing; refusing to write through it\n");
+  BOOST_TEST(!fs::exists(s.dir / "nowhere.json"));
+}
+
+// Issue 15, class 4: a failed write named the temporary (out/.output.npy.pND2jE).
+BOOST_AUTO_TEST_CASE(failed_writes_name_the_file_and_leave_nothing) {
+  Sandbox s;
+  write_text(s.dir / "g.json", "old");
+  write_npy(s.path("q.npy"), xt::xarray<double>(xt::ones<double>({200, 16})));
+  write_npy(s.path("k.npy"), xt::xarray<double>(xt::ones<double>({200, 16})));
+  write_npy(s.path("v.npy"), xt::xarray<double>(xt::ones<double>({200, 16})));
+  fs::create_directories(s.dir / "res");
+  const std::set<std::string> before = s.entries();
+  // A file-size limit of 4 blocks of 512 bytes (sh's unit); the tool ignores SIGXFSZ itself.
+  const std::pair<std::string, std::string> cases[] = {
+      {"export --shape 64,64,4,4 -o g.json", "xgrad export: g.json: cannot write it: File too large\n"},
+      {"attention --q q.npy --k k.npy --v v.npy --out res", "xgrad attention: res/output.npy: cannot write it: File too large\n"},
+      {"saturation --dk 4 --trials 1 --plot g.json", "xgrad saturation: g.json: cannot write it: File too large\n"},
+  };
+  for (const auto& [args, line] : cases) {
+    const Run r = s.shell("ulimit -f 4 && exec '" XGRAD_TOOL "' " + args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.rc == 2);
+      BOOST_TEST(r.err == line);
+      BOOST_TEST((s.entries() == before));
+      BOOST_TEST(s.entries("res").empty());
+      BOOST_TEST(read_text(s.dir / "g.json") == "old");
+    }
+  }
+}
+
+// Issue 15, class 6: --seed 0, the documented default, was refused; 2^64 + 4 gave --seed 4's
+// output; ' 0.5' passed as a threshold.
+BOOST_AUTO_TEST_CASE(numeric_options_take_whole_numbers_in_their_range) {
+  Sandbox s;
+  BOOST_TEST_REQUIRE(s.xgrad("export --shape 2,3,4,5 -o g.json").rc == 0);
+  // The documented defaults, given explicitly, are accepted and change nothing.
+  const std::pair<std::string, std::string> same[] = {
+      {"saturation --dk 4 --trials 2 --seed 0", "saturation --dk 4 --trials 2"},
+      {"saturation --dk 1,4 --tq 16 --tk 16 --dv 16 --trials 20", "saturation --dk 1,4"},
+      {"export --shape 2,3,4,5 --seed 0", "export --shape 2,3,4,5"},
+      {"inspect g.json --threshold 0.99", "inspect g.json"},
+      {"inspect g.json --threshold .99", "inspect g.json --threshold 9.9e-1"},
+  };
+  for (const auto& [a, b] : same) {
+    const Run ra = s.xgrad(a), rb = s.xgrad(b);
+    BOOST_TEST_CONTEXT(a << " vs " << b) {
+      BOOST_TEST(ra.rc == 0, ra.err);
+      BOOST_TEST(ra.out == rb.out);
+    }
+  }
+  for (const char* ok : {"saturation --dk 4 --trials 1 --seed 18446744073709551615", "inspect g.json --threshold 1",
+                         "saturation --dk 65536 --tq 1 --tk 1 --dv 1 --trials 1", "gradcheck --shape 1,1,1,0"}) {
+    const Run r = s.xgrad(ok);
+    BOOST_TEST(r.rc == 0, ok << ": " << r.err);
+  }
+  const std::string seed_range = "--seed needs an integer from 0 to 18446744073709551615, not ";
+  const std::pair<std::string, std::string> refused[] = {
+      {"saturation --seed 18446744073709551616", seed_range + "'18446744073709551616'"},
+      {"saturation --seed 18446744073709551620", seed_range + "'18446744073709551620'"},
+      {"saturation --seed -1", seed_range + "'-1'"},
+      {"saturation --seed +1", seed_range + "'+1'"},
+      {"saturation --seed ' 1'", seed_range + "' 1'"},
+      {"saturation --seed '1 '", seed_range + "'1 '"},
+      {"saturation --seed 0x10", seed_range + "'0x10'"},
+      {"saturation --seed ''", seed_range + "''"},
+      {"export --shape 2,2,2,2 --seed 99999999999999999999", seed_range + "'99999999999999999999'"},
+      {"saturation --tq 0", "--tq needs an integer from 1 to 4096, not '0'"},
+      {"saturation --tk 4097", "--tk needs an integer from 1 to 4096, not '4097'"},
+      {"saturation --dv 1e3", "--dv needs an integer from 1 to 4096, not '1e3'"},
+      {"saturation --trials 100001", "--trials needs an integer from 1 to 100000, not '100001'"},
+      {"saturation --dk 1,,4", "--dk needs an integer from 1 to 65536, not ''"},
+      {"saturation --dk 4,", "--dk needs an integer from 1 to 65536, not ''"},
+      {"saturation --dk 65537", "--dk needs an integer from 1 to 65536, not '65537'"},
+      {"gradcheck --shape ' 1,1,1,1'", "--shape needs an integer from 0 to 65536, not ' 1'"},
+      {"gradcheck --shape 1,1,1,65537", "--shape needs an integer from 0 to 65536, not '65537'"},
+      {"gradcheck --shape 1,1,1,18446744073709551617", "--shape needs an integer from 0 to 65536, not '18446744073709551617'"},
+  };
+  for (const auto& [args, message] : refused) {
+    const Run r = s.xgrad(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.rc == 2);
+      BOOST_TEST(one_line(r.err), r.err);
+      BOOST_TEST(r.err.find(message + " (see xgrad") != std::string::npos, r.err);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+  for (const char* t : {" 0.5", "0.5 ", "+0.5", "-0.5", "0", "1.5", "inf", "nan", "0x1p-1", "1e", ".", "", "0,5", "1e-400", "5e-1x"}) {
+    const Run r = s.xgrad(std::string("inspect g.json --threshold '") + t + "'");
+    BOOST_TEST_CONTEXT("--threshold '" << t << "'") {
+      BOOST_TEST(r.rc == 2);
+      BOOST_TEST(r.err.find(std::string("--threshold needs a number in (0, 1], not '") + t + "'") != std::string::npos, r.err);
+    }
   }
 }
 
