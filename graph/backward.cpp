@@ -19,7 +19,36 @@ void check_same_graph(const Graph<T>& g, const Var<T>& v, const std::string& wha
   g.node(v.id());
 }
 
+// The walk of backward(), after its checks.
+template <class T>
+std::vector<Var<T>> walk(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
+                         const Accumulate<T>& accumulate, bool through_xs);
+
 }  // namespace
+
+namespace detail {
+
+// While armed, its destructor drops every node added to the graph since it was made: a backward
+// pass that throws (a VJP rule reading a value keep_only released, a broken rule, bad_alloc)
+// leaves the graph as it found it. Graph<T> befriends it.
+template <class T>
+class GraphRollback {
+ public:
+  explicit GraphRollback(Graph<T>& graph) : m_graph(graph), m_size(graph.size()) {}
+  ~GraphRollback() {
+    if (m_armed) m_graph.drop_nodes_from(m_size);
+  }
+  GraphRollback(const GraphRollback&) = delete;
+  GraphRollback& operator=(const GraphRollback&) = delete;
+  void commit() { m_armed = false; }
+
+ private:
+  Graph<T>& m_graph;
+  std::size_t m_size;
+  bool m_armed = true;
+};
+
+}  // namespace detail
 
 template <class T>
 void check_backward_args(const Var<T>& y, const std::vector<Var<T>>& xs, const Shape& grad_out_shape) {
@@ -37,10 +66,34 @@ template <class T>
 std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
                              const Accumulate<T>& accumulate, bool through_xs) {
   if (!y.valid()) throw error("grad: y is an empty Var");
-  Graph<T>& g = y.graph();
-  check_same_graph(g, grad_out, "grad_out");
+  check_same_graph(y.graph(), grad_out, "grad_out");
   const auto& s = grad_out.value().shape();
   check_backward_args(y, xs, Shape(s.begin(), s.end()));
+  detail::GraphRollback<T> rollback(y.graph());
+  std::vector<Var<T>> result = walk(y, xs, grad_out, accumulate, through_xs);
+  rollback.commit();
+  return result;
+}
+
+template <class T>
+std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const xt::xarray<T>& grad_out,
+                             const Accumulate<T>& accumulate) {
+  check_backward_args(y, xs, Shape(grad_out.shape().begin(), grad_out.shape().end()));
+  Graph<T>& g = y.graph();
+  detail::GraphRollback<T> rollback(g);
+  const Var<T> seed = g.constant("grad_out", grad_out);
+  g.set_grad_of(seed.id(), y.id());
+  std::vector<Var<T>> result = walk(y, xs, seed, accumulate, true);
+  rollback.commit();
+  return result;
+}
+
+namespace {
+
+template <class T>
+std::vector<Var<T>> walk(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
+                         const Accumulate<T>& accumulate, bool through_xs) {
+  Graph<T>& g = y.graph();
 
   // depends[i]: node i is some x or is computed from one; only such nodes need a gradient.
   const std::size_t n = y.id() + 1;
@@ -113,11 +166,17 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
   return result;
 }
 
+}  // namespace
+
 template void check_backward_args(const Var<float>&, const std::vector<Var<float>>&, const Shape&);
 template void check_backward_args(const Var<double>&, const std::vector<Var<double>>&, const Shape&);
 template std::vector<Var<float>> backward(const Var<float>&, const std::vector<Var<float>>&,
                                           const Var<float>&, const Accumulate<float>&, bool);
 template std::vector<Var<double>> backward(const Var<double>&, const std::vector<Var<double>>&,
                                            const Var<double>&, const Accumulate<double>&, bool);
+template std::vector<Var<float>> backward(const Var<float>&, const std::vector<Var<float>>&,
+                                          const xt::xarray<float>&, const Accumulate<float>&);
+template std::vector<Var<double>> backward(const Var<double>&, const std::vector<Var<double>>&,
+                                           const xt::xarray<double>&, const Accumulate<double>&);
 
 }  // namespace xgrad

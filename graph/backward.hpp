@@ -19,6 +19,8 @@ using Accumulate = std::function<Var<T>(const Var<T>&, const Var<T>&)>;
 // whose gradient it is (Node::grad_of). Returns one Var
 // per x: grad_out itself if x is y, a constant of zeros if y does not depend on x.
 // Throws xgrad::error if a Var is empty or of another graph, or grad_out's shape is not y's.
+// A pass that throws, there or in a VJP rule (one that reads a value keep_only released, say),
+// adds no node: the nodes it built are dropped again.
 // The checks backward() makes before it adds any node, for callers that add a seed node first.
 template <class T>
 void check_backward_args(const Var<T>& y, const std::vector<Var<T>>& xs, const Shape& grad_out_shape);
@@ -29,5 +31,11 @@ void check_backward_args(const Var<T>& y, const std::vector<Var<T>>& xs, const S
 template <class T>
 std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out,
                              const Accumulate<T>& accumulate, bool through_xs = true);
+
+// grad_out as a value: a constant node "grad_out" (the seed, recording that it is y's gradient)
+// and the walk above, the seed dropped too if the pass throws.
+template <class T>
+std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const xt::xarray<T>& grad_out,
+                             const Accumulate<T>& accumulate);
 
 }  // namespace xgrad

@@ -278,7 +278,7 @@ template <class T>
 std::size_t Graph<T>::held_elements() const {
   std::size_t count = 0;
   for (const auto& n : m_nodes) count += n.value.size();
-  for (const auto& b : m_spare) count += b.size();
+  for (const auto& [size, buffers] : m_spare) count += size * buffers.size();
   return count;
 }
 
@@ -302,7 +302,7 @@ void Graph<T>::replay_lean() {
   const auto release = [&](std::size_t id) {
     Node<T>& n = m_nodes[id];
     if (n.released) return;
-    m_spare.push_back(std::move(n.value));
+    m_spare[n.value.size()].push_back(std::move(n.value));
     n.value = xt::xarray<T>::from_shape({0});
     n.released = true;
   };
@@ -337,10 +337,10 @@ void Graph<T>::replay_lean() {
       } else {
         std::size_t size = 1;
         for (std::size_t d : shape) size *= d;
-        auto spare = std::find_if(m_spare.begin(), m_spare.end(), [&](const auto& b) { return b.size() == size; });
-        if (spare != m_spare.end()) {
-          n.value = std::move(*spare);
-          m_spare.erase(spare);
+        const auto spare = m_spare.find(size);
+        if (spare != m_spare.end() && !spare->second.empty()) {
+          n.value = std::move(spare->second.back());
+          spare->second.pop_back();
         }
       }
     }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
@@ -23,6 +24,10 @@ namespace xgrad {
 
 template <class T>
 class Graph;
+namespace detail {
+template <class T>
+class GraphRollback;  // graph/backward.cpp: drops the nodes of a failed backward pass
+}  // namespace detail
 
 // input, parameter, constant: leaves. forward: built by the caller. backward: built while grad()
 // ran, by a VJP rule or by the accumulation of gradient contributions.
@@ -144,6 +149,8 @@ class Graph {
   void set_grad_of(std::size_t id, std::size_t of);
 
  private:
+  friend class detail::GraphRollback<T>;
+  void drop_nodes_from(std::size_t size) { m_nodes.erase(m_nodes.begin() + static_cast<long>(size), m_nodes.end()); }
   Var<T> add_leaf(Role role, std::string name, xt::xarray<T> value);
   void check_var(const Var<T>& v, const char* what) const;
   Args<T> args_of(const Node<T>& n) const;
@@ -152,7 +159,9 @@ class Graph {
 
   bool m_lean = false;
   std::vector<std::size_t> m_keep;      // keep_only's explicit Vars
-  std::vector<xt::xarray<T>> m_spare;   // buffers of released values, for the next lean replay
+  // Buffers of released values by element count, for the next lean replay: taking one and
+  // giving one back cost O(1), so that a replay stays linear in the node count.
+  std::unordered_map<std::size_t, std::vector<xt::xarray<T>>> m_spare;
 
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
   int m_backward_depth = 0;

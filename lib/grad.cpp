@@ -7,18 +7,23 @@
 
 namespace xgrad {
 
+namespace {
+
+template <class T>
+Var<T> accumulate(const Var<T>& a, const Var<T>& b) {
+  return add(a, b);
+}
+
+}  // namespace
+
 template <class T>
 std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out) {
-  return backward<T>(y, xs, grad_out, [](const Var<T>& a, const Var<T>& b) { return add(a, b); });
+  return backward<T>(y, xs, grad_out, accumulate<T>);
 }
 
 template <class T>
 std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const xt::xarray<T>& grad_out) {
-  check_backward_args(y, xs, Shape(grad_out.shape().begin(), grad_out.shape().end()));
-  Graph<T>& g = y.graph();
-  const Var<T> seed = g.constant("grad_out", grad_out);
-  g.set_grad_of(seed.id(), y.id());
-  return grad(y, xs, seed);
+  return backward<T>(y, xs, grad_out, accumulate<T>);
 }
 
 template <class T>

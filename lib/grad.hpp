@@ -13,6 +13,8 @@ namespace xgrad {
 // replayed and differentiated again. A node used more than once receives the sum of its
 // contributions. If y does not depend on x, the result is a constant of zeros.
 // Throws xgrad::error for an empty Var, a Var of another graph, or grad_out of the wrong shape.
+// A call that throws, there or in a VJP rule (e.g. one that reads a value keep_only released),
+// adds no node.
 template <class T>
 std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs);
 template <class T>

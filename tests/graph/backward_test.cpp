@@ -139,4 +139,25 @@ BOOST_AUTO_TEST_CASE(rejects_bad_arguments) {
   BOOST_TEST(g.size() == 2u);  // a rejected grad() adds no seed node
 }
 
+// Issue 15 (class 8): grad() after keep_only fails where the walk reads a released value; it
+// left the seed and the scale node built before the failure, two backward nodes, in the graph.
+// A failed grad adds no node.
+BOOST_AUTO_TEST_CASE(a_failed_grad_adds_no_node) {
+  Graph<double> g;
+  const auto x = g.input("x", {{1, 2}});
+  const auto s = mul(x, x);
+  const auto y = scale(s, 3.0);  // its VJP builds scale(grad_out) before s's value is read
+  g.keep_only({y});
+  const std::size_t nodes = g.size();
+  check_error([&] { grad(y, {x}); }, {"node 1 (mul) has no value: keep_only released it"});
+  BOOST_TEST(g.size() == nodes);
+  const auto seed = g.constant("seed", xt::ones<double>({1, 2}));
+  check_error([&] { grad(y, {x}, seed); }, {"node 1 (mul) has no value"});
+  BOOST_TEST(g.size() == nodes + 1);  // the caller's seed stays, nothing of the pass
+  // The graph is whole: keep_all, replay, and the gradient is 3 * 2 x.
+  g.keep_all();
+  g.replay();
+  BOOST_TEST(grad(y, {x})[0].value() == (xt::xarray<double>{{6, 12}}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
