@@ -127,8 +127,8 @@ struct Budget {
   void charge_work(const JsonCursor& c, const std::string& op, double node_work) {
     used_work += node_work;
     if (used_work > work) {
-      char text[96];
-      std::snprintf(text, sizeof text, "%.3g in all, this %s %.3g", used_work, op.c_str(), node_work);
+      char text[160];
+      std::snprintf(text, sizeof text, "%.0f in all, this %s %.0f", used_work, op.c_str(), node_work);
       c.fail("computing the graph takes more than " + std::to_string(static_cast<std::uint64_t>(work)) +
              " element visits (Op::work), the most this import runs: " + text);
     }

@@ -235,4 +235,15 @@ void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray
   }
 }
 
+// Op::work of a pass over the rows along `axis` of x (softmax, log_softmax, softmax_vjp), given
+// the elements it visits: each row also costs 64 visits (its setup and short-row tail), and each
+// element of a row along another axis than the last 32 more (a strided walk). Measured here,
+// float64, one core: softmax of (2^24, 1) took 20 ns a visit and along axis 0 of (1024, 16384)
+// 19 ns, against 0.46 ns for rows of 1024; with these terms all three take 0.5-0.6 ns a unit.
+inline double row_pass_work(double visits, const Shape& x, long axis) {
+  const std::size_t a = normalize_axis(axis, x);
+  const double elements = Op::element_count(x), rows = x[a] ? elements / static_cast<double>(x[a]) : 0.0;
+  return visits + 64 * rows + (a + 1 == x.size() ? 0.0 : 32 * elements);
+}
+
 }  // namespace xgrad::detail

@@ -45,11 +45,15 @@ FlashDims flash_dims(const Shape& q, const Shape& k, const Shape& v) {
   return d;
 }
 
-std::optional<Shape> flash_work_shape(const std::vector<Shape>& x) {
-  if (x.size() < 3 || x[0].size() < 2 || x[1].size() < 2) return std::nullopt;
-  Shape work(x[0].begin(), x[0].end() - 1);
-  work.push_back(x[1][x[1].size() - 2]);
-  return work;
+double flash_weights_work(const std::vector<Shape>& x, FlashPass pass) {
+  const FlashDims d = flash_dims(x[0], x[1], x[2]);
+  const double weights = static_cast<double>(d.batch) * static_cast<double>(d.t_q) * static_cast<double>(d.t_k);
+  const double dk = static_cast<double>(d.d_k), dv = static_cast<double>(d.d_v);
+  // Forward: the scores (d_k each) and the weighted values (d_v). VJP: the scores again, the
+  // weights' gradient (d_v), grad_v (d_v), grad_q and grad_k (d_k each).
+  const double multiply_adds = weights * (pass == FlashPass::forward ? dk + dv : 3 * dk + 2 * dv);
+  // Each weight is also written to a tile and read back, exponentiated, on every pass.
+  return (pass == FlashPass::forward ? 2 : 4) * weights + Op::multiply_add_work(multiply_adds);
 }
 
 void check_flash_scale(double scale) {
@@ -132,7 +136,9 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp> {
   std::string name() const override { return "flash_attention"; }
   std::size_t arity() const override { return 3; }
   Json attrs() const override { return {{key_scale, m_scale}}; }
-  std::optional<Shape> work_shape(const std::vector<Shape>& x) const override { return detail::flash_work_shape(x); }
+  double work(const std::vector<Shape>& x, const Shape& y) const override {
+    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward);
+  }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     detail::check_flash_scale(m_scale);

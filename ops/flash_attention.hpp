@@ -74,9 +74,10 @@ struct FlashDims {
 FlashDims flash_dims(const Shape& q, const Shape& k, const Shape& v);
 // Throws xgrad::error if the scale is not finite.
 void check_flash_scale(double scale);
-// (B..., T_q, T_k): the weights both ops compute tile by tile (Op::work_shape), for q, k, v first
-// in x; nullopt if they do not fit.
-std::optional<Shape> flash_work_shape(const std::vector<Shape>& x);
+// The work (Op::work) of the (B..., T_q, T_k) weights that the forward or the VJP computes
+// tile by tile, beyond the elements of its inputs and output; q, k, v first in x, valid shapes.
+enum class FlashPass { forward, vjp };
+double flash_weights_work(const std::vector<Shape>& x, FlashPass pass);
 
 }  // namespace detail
 

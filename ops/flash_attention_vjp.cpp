@@ -85,7 +85,9 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp> {
   std::string name() const override { return "flash_attention_vjp"; }
   std::size_t arity() const override { return 5; }
   Json attrs() const override { return {{key_scale, m_scale}}; }
-  std::optional<Shape> work_shape(const std::vector<Shape>& x) const override { return detail::flash_work_shape(x); }
+  double work(const std::vector<Shape>& x, const Shape& y) const override {
+    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::vjp);
+  }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     detail::check_flash_scale(m_scale);

@@ -43,6 +43,9 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
   std::size_t arity() const override { return 1; }
   bool overwrites_input(std::size_t) const override { return true; }  // the row is read before it is written
   Json attrs() const override { return {{key_axis, m_axis}}; }
+  double work(const std::vector<Shape>& x, const Shape& y) const override {
+    return detail::row_pass_work(Op::work(x, y), x[0], m_axis);
+  }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     detail::nonempty_axis(m_axis, x[0], "softmax");

@@ -40,6 +40,9 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
   std::size_t arity() const override { return 2; }
   bool overwrites_input(std::size_t) const override { return true; }  // the row dot is taken first
   Json attrs() const override { return {{key_axis, m_axis}}; }
+  double work(const std::vector<Shape>& x, const Shape& y) const override {
+    return detail::row_pass_work(Op::work(x, y), x[0], m_axis);
+  }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     if (x[0] != x[1]) {

@@ -257,13 +257,13 @@ BOOST_AUTO_TEST_CASE(import_bounds_what_a_small_file_can_compute) {
   BOOST_TEST(big.size() < 500u);
   check_error([&] { graph_from_json<double>(big); },
               {"graph JSON: nodes[2]: computing the graph takes more than 4294967296 element visits (Op::work), "
-               "the most this import runs: 1.73e+10 in all, this matmul 1.73e+10"});
+               "the most this import runs: 17263755280 in all, this matmul 17263755280"});
   // Regression: 200 sums of one 2^27-element leaf ran for minutes; each visits 2^27 + 1
   // elements, so the 32nd passes 2^32.
   std::vector<std::tuple<std::string, std::vector<std::size_t>, Json, Shape>> sums;
   for (int i = 0; i < 200; ++i) sums.emplace_back("sum", std::vector<std::size_t>{0}, Json{{"axes", {0}}, {"keepdims", false}}, Shape{});
   check_error([&] { graph_from_json<double>(crafted_graph({{1u << 27}}, sums)); }, {"nodes[32]: computing the graph takes more than"});
-  // The limit is a parameter: small_export's scale and softmax visit 4 elements each.
+  // The limit is a parameter: small_export's scale visits 4 elements, its softmax 4 and a row.
   const std::string ok = small_export().dump();
   BOOST_REQUIRE_NO_THROW(graph_from_json<double>(ok));
   check_error([&] { graph_from_json<double>(ok, max_array_elements, 5.0); }, {"nodes[2]: computing the graph takes more than 5 element visits"});
@@ -273,11 +273,22 @@ BOOST_AUTO_TEST_CASE(ops_state_their_work) {
   // The default: the elements of the inputs and the output.
   const auto scale = make_op("scale", JsonCursor(Json{{"alpha", 2.0}}, "attrs"));
   BOOST_TEST(scale->work({{2, 3}}, {2, 3}) == 12.0);
-  // matmul adds its multiply-adds, 8 to an element visit: (2, 3) @ (3, 4) has 6 + 12 + 8
-  // elements and 2 x 4 x 3 = 24 multiply-adds.
+  // matmul adds its multiply-adds, 8 to an element visit, and 16 per product: (2, 3) @ (3, 4)
+  // has 6 + 12 + 8 elements and 2 x 4 x 3 = 24 multiply-adds.
   const auto matmul = make_op("matmul", JsonCursor(Json{{"transpose_a", false}, {"transpose_b", false}}, "attrs"));
-  BOOST_TEST(matmul->work({{2, 3}, {3, 4}}, {2, 4}) == 26.0 + 3.0);
-  BOOST_TEST(matmul->work({{5, 2, 3}, {5, 3, 4}}, {5, 2, 4}) == 5 * 29.0);
+  BOOST_TEST(matmul->work({{2, 3}, {3, 4}}, {2, 4}) == 26.0 + 3.0 + 16.0);
+  BOOST_TEST(matmul->work({{5, 2, 3}, {5, 3, 4}}, {5, 2, 4}) == 5 * 45.0);
+  // Row passes add 64 a row, and 32 an element along another axis than the last: softmax of
+  // (3, 4) has 3 rows of 4 along -1, 4 rows of 3 along 0.
+  const auto softmax_last = make_op("softmax", JsonCursor(Json{{"axis", -1}}, "attrs"));
+  const auto softmax_first = make_op("softmax", JsonCursor(Json{{"axis", 0}}, "attrs"));
+  BOOST_TEST(softmax_last->work({{3, 4}}, {3, 4}) == 24.0 + 3 * 64);
+  BOOST_TEST(softmax_first->work({{3, 4}}, {3, 4}) == 24.0 + 4 * 64 + 32 * 12);
+  // Reductions 8 an output element; broadcast_to 4.
+  const auto sum = make_op("sum", JsonCursor(Json{{"axes", {1}}, {"keepdims", false}}, "attrs"));
+  BOOST_TEST(sum->work({{3, 4}}, {3}) == 15.0 + 8 * 3);
+  const auto broadcast = make_op("broadcast_to", JsonCursor(Json{{"shape", {5, 4}}}, "attrs"));
+  BOOST_TEST(broadcast->work({{4}}, {5, 4}) == 24.0 + 4 * 20);
   // The fused attention: q (4, 2), k and v (6, 2), out (4, 3): 24 weights of 4 multiply-adds
   // forward, each written and read once; 3 x 2 + 2 x 2 = 10 multiply-adds and 4 visits in the VJP.
   const auto flash = make_op("flash_attention", JsonCursor(Json{{"scale", 1.0}}, "attrs"));

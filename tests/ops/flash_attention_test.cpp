@@ -296,16 +296,25 @@ BOOST_AUTO_TEST_CASE(two_threads_split_the_tiles) {
 }
 
 BOOST_AUTO_TEST_CASE(an_import_counts_the_weights_it_would_compute) {
-  // 64 x 64 weights against a budget of 3000 elements: the nodes' values hold far fewer.
+  // The fused op holds no 64 x 64 weights, but an import charges their work (Op::work): each
+  // weight written and read (2 visits) and its 1 + 1 multiply-adds (1/4 visit), beside the
+  // 3 x 64 + 128 elements of q, k, v and the packed output.
   Graph<double> g;
   const auto q = g.input("q", random_array<double>({64, 1}, 60));
   const auto k = g.input("k", random_array<double>({64, 1}, 61));
   const auto v = g.input("v", random_array<double>({64, 1}, 62));
-  attention(q, k, v, AttentionImpl::fused);
+  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
+  const auto grads = xgrad::flash_attention_vjp(q, k, v, packed, packed, 1.0);
+  std::vector<Shape> in(3, Shape{64, 1});
+  BOOST_TEST(packed.node().op->work(in, {64, 2}) == 3 * 64 + 128 + 4096 * 2.25);
   const std::string text = to_json(g, ExportValues::inputs).dump();
-  check_error([&] { graph_from_json<double>(text, 3000); },
-              {"graph JSON: nodes[3]: the graph holds more than 3000 elements in all"});
-  BOOST_TEST(graph_from_json<double>(text, 5000)->size() == g.size());
+  check_error([&] { graph_from_json<double>(text, max_array_elements, 9000); },
+              {"graph JSON: nodes[3]: computing the graph takes more than 9000 element visits"});
+  // The VJP: 4 visits a weight and 3 + 2 multiply-adds.
+  in.push_back({64, 2});
+  in.push_back({64, 2});
+  BOOST_TEST(grads.node().op->work(in, {192}) == 3 * 64 + 2 * 128 + 192 + 4096 * (4 + 5 / 8.0));
+  BOOST_TEST(graph_from_json<double>(text)->size() == g.size());
 }
 
 BOOST_AUTO_TEST_CASE(rows_of_minus_infinity_and_nan) {
