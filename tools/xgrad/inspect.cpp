@@ -1,6 +1,5 @@
 // xgrad inspect: the softmax saturation diagnostics of an exported graph.
 #include <cstdio>
-#include <cstdlib>
 
 #include <xgrad/xgrad.hpp>
 
@@ -27,6 +26,16 @@ const char* const help =
     "\n"
     "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
 
+// printf onto the end of `out`.
+template <class... A>
+void appendf(std::string& out, const char* format, A... args) {
+  const int n = std::snprintf(nullptr, 0, format, args...);
+  const std::size_t at = out.size();
+  out.resize(at + static_cast<std::size_t>(n) + 1);
+  std::snprintf(&out[at], static_cast<std::size_t>(n) + 1, format, args...);
+  out.pop_back();
+}
+
 std::string mmm(const Summary& s) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g/%.3g/%.3g", s.min, s.mean, s.max);
@@ -35,46 +44,59 @@ std::string mmm(const Summary& s) {
 
 template <class T>
 int run_inspect(const std::string& path, const Json& json, double threshold, const std::string& format) {
-  const auto stored = naming(path, [&] { return stored_values<T>(json); });
+  const Phase importing("importing " + path);
   const auto g = naming(path, [&] { return graph_from_parsed_json<T>(json); });
   for (std::size_t i = 0; i < g->size(); ++i) {
-    if (g->node(i).is_leaf() && !stored[i]) {
+    if (g->node(i).is_leaf() && !json["nodes"][i].contains("value")) {
       throw error(path + ": node " + std::to_string(i) + " ('" + g->node(i).name +
                   "') has no stored value; export with --values inputs or all");
     }
   }
-  const auto diagnostics = softmax_diagnostics(*g, threshold);
+  // Per-row statistics only for --format json, and only as many rows as the library keeps.
+  const Phase diagnosing("computing the softmax diagnostics of " + path);
+  const auto diagnostics = softmax_diagnostics(*g, threshold, false);
   if (format == "json") {
-    std::printf("%s\n", diagnostics_to_json(diagnostics, true).dump().c_str());
+    std::size_t rows = 0;
+    for (const auto& d : diagnostics) rows += d.row_count;
+    if (rows > max_diagnostic_rows) {
+      throw error(path + ": the softmax nodes have " + std::to_string(rows) + " rows in all, more than the " +
+                  std::to_string(max_diagnostic_rows) + " that --format json lists row by row; --format table or csv "
+                  "summarises them");
+    }
+    std::printf("%s\n", diagnostics_to_json(softmax_diagnostics(*g, threshold, true), true).dump().c_str());
     return 0;
   }
+  // The table or CSV as one string, written at once: no partial output if memory runs out.
+  std::string out;
   if (format == "csv") {
-    std::printf("node,axis,n,rows,threshold,saturated_fraction");
+    appendf(out, "node,axis,n,rows,threshold,saturated_fraction");
     for (const char* q : {"max_weight", "entropy", "normalized_entropy", "effective_support", "jacobian_norm", "gradient_gain"}) {
-      std::printf(",%s_min,%s_mean,%s_max", q, q, q);
+      appendf(out, ",%s_min,%s_mean,%s_max", q, q, q);
     }
-    std::printf("\n");
+    appendf(out, "\n");
     for (const auto& d : diagnostics) {
-      std::printf("%zu,%zu,%zu,%zu,%.17g,%.17g", d.node, d.axis, d.n, d.rows.size(), d.threshold, d.saturated_fraction);
+      appendf(out, "%zu,%zu,%zu,%zu,%.17g,%.17g", d.node, d.axis, d.n, d.row_count, d.threshold, d.saturated_fraction);
       for (const Summary* s : {&d.max_weight, &d.entropy, &d.normalized_entropy, &d.effective_support, &d.jacobian_norm}) {
-        std::printf(",%.17g,%.17g,%.17g", s->min, s->mean, s->max);
+        appendf(out, ",%.17g,%.17g,%.17g", s->min, s->mean, s->max);
       }
-      if (d.gradient_gain) std::printf(",%.17g,%.17g,%.17g\n", d.gradient_gain->min, d.gradient_gain->mean, d.gradient_gain->max);
-      else std::printf(",,,\n");
+      if (d.gradient_gain) appendf(out, ",%.17g,%.17g,%.17g\n", d.gradient_gain->min, d.gradient_gain->mean, d.gradient_gain->max);
+      else appendf(out, ",,,\n");
     }
+    std::fputs(out.c_str(), stdout);
     return 0;
   }
-  std::printf("%s: %zu softmax node%s (%s), saturated: max weight >= %g; min/mean/max over rows\n", path.c_str(),
+  appendf(out, "%s: %zu softmax node%s (%s), saturated: max weight >= %g; min/mean/max over rows\n", path.c_str(),
               diagnostics.size(), diagnostics.size() == 1 ? "" : "s", dtype_name<T>(), threshold);
-  std::printf("%5s %8s %5s %-20s %-20s %-20s %-20s %9s %s\n", "node", "rows", "n", "max weight", "H / log n",
+  appendf(out, "%5s %8s %5s %-20s %-20s %-20s %-20s %9s %s\n", "node", "rows", "n", "max weight", "H / log n",
               "exp(H)", "|J|_F", "saturated", "gradient gain");
   for (const auto& d : diagnostics) {
-    std::printf("%5zu %8zu %5zu %-20s %-20s %-20s %-20s %8.1f%% %s\n", d.node, d.rows.size(), d.n,
+    appendf(out, "%5zu %8zu %5zu %-20s %-20s %-20s %-20s %8.1f%% %s\n", d.node, d.row_count, d.n,
                 mmm(d.max_weight).c_str(), mmm(d.normalized_entropy).c_str(), mmm(d.effective_support).c_str(),
                 mmm(d.jacobian_norm).c_str(), 100 * d.saturated_fraction,
                 d.gradient_gain ? (mmm(*d.gradient_gain) + " (node " + std::to_string(*d.vjp_node) + ")").c_str()
                                 : "- (no backward pass)");
   }
+  std::fputs(out.c_str(), stdout);
   return 0;
 }
 
@@ -82,15 +104,9 @@ int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--threshold", true}, {"--format", true}}, 1);
   if (o.positional().empty()) throw usage_error("missing GRAPH.json");
   const std::string format = o.choice("--format", {"table", "json", "csv"}, "table");
-  double threshold = 0.99;
-  if (const auto t = o.get("--threshold")) {
-    char* end = nullptr;
-    threshold = std::strtod(t->c_str(), &end);
-    if (t->empty() || *end != '\0' || !(threshold > 0 && threshold <= 1)) {
-      throw usage_error("--threshold must be a number in (0, 1], not '" + *t + "'");
-    }
-  }
+  const double threshold = o.real("--threshold", {0, 1, true, false}, 0.99);
   const std::string path = o.positional()[0];
+  const Phase reading("reading " + path);
   const std::string text = read_text_file(path);  // its errors name the file already
   const Json json = naming(path, [&] { return parse_graph_json(text); });
   const std::string dtype = naming(path + ": graph JSON", [&] { return graph_json_dtype(json); });

@@ -29,6 +29,7 @@ bool same_bits(T a, T b) {
 
 template <class T>
 int run_replay(const std::string& path, const Json& json) {
+  const Phase phase("replaying " + path);
   std::unique_ptr<Graph<T>> g;
   std::vector<std::optional<xt::xarray<T>>> stored;
   try {
@@ -37,7 +38,7 @@ int run_replay(const std::string& path, const Json& json) {
   } catch (const error& e) {
     throw error(path + ": " + e.what());
   }
-  g->replay();
+  // The import has run every node's forward once, from the stored leaves: that is the replay.
   std::size_t compared = 0;
   for (std::size_t id = 0; id < stored.size(); ++id) {
     if (!stored[id]) continue;
@@ -62,6 +63,7 @@ int run(const std::vector<std::string>& args) {
   const Options o(args, {}, 1);
   if (o.positional().empty()) throw usage_error("missing GRAPH.json");
   const std::string path = o.positional()[0];
+  const Phase reading("reading " + path);
   const std::string text = read_text_file(path);
   Json json;
   std::string dtype;
