@@ -22,9 +22,9 @@ using Shape = std::vector<std::size_t>;
 // empty array cannot carry an absurd axis either.
 inline constexpr std::size_t max_array_elements = std::size_t(1) << 28;
 
-// The most work an import runs (see Op::work): 2^32 element visits, 2-5 s on one core here
-// (measured, float64, AMD EPYC: scale 1.8e9 visits/s, softmax 1.0e9, sum 0.8e9, a 1024^3 matmul
-// 2.2e9 at 8 multiply-adds a visit).
+// The most work an import runs (see Op::work): 2^32 element visits, typically 1-3 s on one core
+// here and at most about 8 s (bench/work_bench.cpp measures every op: 0.1-1.8 ns a visit,
+// float64, AMD EPYC).
 inline constexpr double max_import_work = 4294967296.0;
 
 // The element count of `shape` with axes of length 0 counted as 1, if it is at most `limit`;
