@@ -129,7 +129,9 @@ struct Budget {
     if (used_work > work) {
       char text[160];
       std::snprintf(text, sizeof text, "%.0f in all, this %s %.0f", used_work, op.c_str(), node_work);
-      c.fail("computing the graph takes more than " + std::to_string(static_cast<std::uint64_t>(work)) +
+      char limit[320];
+      std::snprintf(limit, sizeof limit, "%.0f", work);
+      c.fail("computing the graph takes more than " + std::string(limit) +
              " element visits (Op::work), the most this import runs: " + text);
     }
   }
@@ -305,6 +307,7 @@ template <class T>
 void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, std::size_t max_elements,
                      double max_work) {
   if (g.size() != 0) throw error("graph_from_json: the graph to fill already has nodes");
+  if (!(max_work >= 0 && max_work <= 1e300)) throw error("graph_from_json: max_work must be a finite number >= 0, got " + std::to_string(max_work));
   const JsonCursor root(json, "");
   const JsonCursor nodes = check_header<T>(root);
   // First every node is read, checked and charged, without running any; then the graph is built.

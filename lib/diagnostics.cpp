@@ -118,6 +118,7 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
     std::size_t saturated = 0;
     const T* p = node.value.data();
     const detail::Rows rows = detail::rows_along(shape, d.axis);
+    if (per_row) d.rows.reserve(node.value.size() / d.n);
     detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
       SoftmaxRow r = row_stats(p + offset, rows.n, stride, threshold);
       if (grad_in) {

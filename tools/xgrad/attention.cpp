@@ -33,7 +33,7 @@ const char* const help =
     "show the shape of an empty array beyond its first empty axis ([] for (0, 1, 2)); --out can.\n"
     "Inputs whose T_q x T_k score arrays (times the batch) exceed 2^26 elements are refused, with\n"
     "either --impl.\n"
-    "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
+    "exit status: 0 success, 2 bad usage or input, out of memory or a failed write (one line on stderr)\n";
 
 template <class T>
 int run_attention(const Options& o, const AttentionInputs& in) {

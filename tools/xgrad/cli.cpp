@@ -299,7 +299,7 @@ Phase::~Phase() { copy_text(phase_text, m_previous, sizeof phase_text); }
 void exit_out_of_memory(const char* command) noexcept {
   char line[max_phase_text + 128];
   std::size_t n = 0;
-  for (const char* part : {"xgrad ", command, ": out of memory while ", static_cast<const char*>(phase_text), "\n"}) {
+  for (const char* part : {"xgrad", *command ? " " : "", command, ": out of memory while ", static_cast<const char*>(phase_text), "\n"}) {
     const std::size_t len = std::min(std::strlen(part), sizeof line - n);
     std::memcpy(line + n, part, len);
     n += len;

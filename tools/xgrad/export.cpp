@@ -33,7 +33,7 @@ const char* const help =
     "                      never over anything but a regular file; a symbolic link is followed (the\n"
     "                      file it points to is replaced, the link stays)\n"
     "\n"
-    "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
+    "exit status: 0 success, 2 bad usage or input, out of memory or a failed write (one line on stderr)\n";
 
 template <class T>
 int run_export(const Options& o, const AttentionInputs& in) {

@@ -27,7 +27,7 @@ const char* const help =
     "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
     "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
     "\n"
-    "exit status: 0 PASS, 1 FAIL, 2 bad usage or input (one line on stderr)\n";
+    "exit status: 0 PASS, 1 FAIL, 2 bad usage or input or out of memory (one line on stderr)\n";
 
 template <class T>
 int run_gradcheck(const AttentionInputs& in) {

@@ -1,4 +1,5 @@
 // xgrad inspect: the softmax saturation diagnostics of an exported graph.
+#include <cstdarg>
 #include <cstdio>
 
 #include <xgrad/xgrad.hpp>
@@ -24,15 +25,19 @@ const char* const help =
     "  --format F      table (default): one line per softmax node, min/mean/max of each quantity;\n"
     "                  json: the diagnostics with per-row arrays; csv: one line per node\n"
     "\n"
-    "exit status: 0 success, 2 bad usage or input (one line on stderr)\n";
+    "exit status: 0 success, 2 bad usage or input, out of memory or a failed write (one line on stderr)\n";
 
 // printf onto the end of `out`.
-template <class... A>
-void appendf(std::string& out, const char* format, A... args) {
-  const int n = std::snprintf(nullptr, 0, format, args...);
+__attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char* format, ...) {
+  std::va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
   const std::size_t at = out.size();
   out.resize(at + static_cast<std::size_t>(n) + 1);
-  std::snprintf(&out[at], static_cast<std::size_t>(n) + 1, format, args...);
+  std::vsnprintf(&out[at], static_cast<std::size_t>(n) + 1, format, again);
+  va_end(again);
   out.pop_back();
 }
 

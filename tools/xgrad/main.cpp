@@ -5,6 +5,8 @@
 #include <new>
 #include <stdio_ext.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+
+extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
@@ -34,9 +38,13 @@ void out_of_memory() { xgrad::tool::exit_out_of_memory(running); }
 // need it, and when that mmap fails it retries forever (OpenBLAS issue 5289) instead of failing.
 // So the buffer is mapped at start, after a probe of its size plus a margin: without that much
 // address space the tool stops at once with the out-of-memory line, and with it, running out of
-// memory later is an operator new failure the handler reports. (Single-threaded OpenBLAS reuses
-// this one buffer; its worker threads map their own on their first job.)
+// memory later is an operator new failure the handler reports. Single-threaded OpenBLAS reuses
+// this one buffer, but its worker threads (and xgrad's pool's threads) map their own on their
+// first job and would hang there: under a finite address-space limit (ulimit -v) the tool runs
+// on one thread.
 void map_blas_buffer(const char* command) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) openblas_set_num_threads(1);
   constexpr std::size_t probe = std::size_t(130) << 20;  // OpenBLAS maps 129 MiB
   void* p = mmap(nullptr, probe, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
@@ -93,8 +101,11 @@ int main(int argc, char** argv) {
     if (args[0] != c->name) continue;
     running = c->name;
     const xgrad::tool::Phase phase(std::string("running xgrad ") + c->name);
-    map_blas_buffer(c->name);
     const std::vector<std::string> rest(args.begin() + 1, args.end());
+    // --help needs no BLAS (nor the memory of its buffer).
+    if (std::none_of(rest.begin(), rest.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+      map_blas_buffer(c->name);
+    }
     int status = 2;
     try {
       status = c->run(rest);

@@ -19,7 +19,11 @@ const char* const help =
     "(-0.0 differs from 0.0; any NaN equals any NaN, as the format stores NaN as \"nan\").\n"
     "\n"
     "exit status: 0 every stored value is reproduced, 1 one differs (the first is named),\n"
-    "             2 bad usage or input (one line on stderr naming the file and the JSON path)\n";
+    "             2 bad usage or input (one line on stderr naming the file and the JSON path)\n"
+    "             or out of memory\n"
+    "\n"
+    "A product split over several threads can differ in its last bits from one on a single thread:\n"
+    "replay with the OPENBLAS_NUM_THREADS the export was made with (1 for bits that repeat).\n";
 
 template <class T>
 bool same_bits(T a, T b) {

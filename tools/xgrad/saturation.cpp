@@ -37,7 +37,7 @@ const char* const help =
     "                for the mean max weight and the mean gradient gain (written as export's -o)\n"
     "\n"
     "Progress goes to stderr when the sweep takes more than a second and stderr is a terminal.\n"
-    "exit status: 0 success, 2 bad usage (one line on stderr)\n";
+    "exit status: 0 success, 2 bad usage, out of memory or a failed write (one line on stderr)\n";
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--dk", true}, {"--tq", true}, {"--tk", true}, {"--dv", true}, {"--trials", true},
