@@ -73,6 +73,18 @@ SoftmaxRow softmax_row_stats(const float* p, std::size_t n, std::size_t stride, 
 }
 
 template <class T>
+std::size_t softmax_row_count(const Graph<T>& g) {
+  std::size_t rows = 0;
+  for (std::size_t id = 0; id < g.size(); ++id) {
+    const Node<T>& node = g.node(id);
+    if (!node.is_leaf() && node.op->name() == "softmax" && !node.released) {
+      rows += node.value.size() / node.value.shape()[axis_of(node)];
+    }
+  }
+  return rows;
+}
+
+template <class T>
 std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double threshold, bool per_row) {
   if (!(threshold > 0 && threshold <= 1)) {
     throw error("softmax_diagnostics: the threshold must be in (0, 1], got " + number_str(threshold));
@@ -81,19 +93,18 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
   // Each softmax node's last softmax_vjp, in one pass over the nodes; and the rows in all.
   std::vector<std::size_t> softmaxes;
   std::map<std::size_t, std::size_t> vjp_of;
-  std::size_t total_rows = 0;
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& node = g.node(id);
     if (node.is_leaf()) continue;
     const std::string op = node.op->name();
     if (op == "softmax") {
       softmaxes.push_back(id);
-      total_rows += node.value.size() / node.value.shape()[axis_of(node)];
     } else if (op == "softmax_vjp") {
       vjp_of[node.inputs[0]] = id;
     }
   }
-  if (per_row && total_rows > max_diagnostic_rows) {
+  const std::size_t total_rows = per_row ? softmax_row_count(g) : 0;
+  if (total_rows > max_diagnostic_rows) {
     throw error("softmax_diagnostics: the softmax nodes have " + std::to_string(total_rows) +
                 " rows in all, more than the " + std::to_string(max_diagnostic_rows) +
                 " whose per-row statistics are kept; ask for the summaries alone (per_row false)");
@@ -185,6 +196,8 @@ Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, boo
   return out;
 }
 
+template std::size_t softmax_row_count(const Graph<float>&);
+template std::size_t softmax_row_count(const Graph<double>&);
 template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<float>&, double, bool);
 template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<double>&, double, bool);
 

@@ -52,6 +52,11 @@ SoftmaxRow softmax_row_stats(const float* p, std::size_t n, std::size_t stride, 
 // limit: they take no memory per row.
 inline constexpr std::size_t max_diagnostic_rows = std::size_t(1) << 22;
 
+// The rows of all the softmax nodes of the graph together, as softmax_diagnostics counts them
+// (their values' element counts over their axes' lengths; nodes a lean graph released count 0).
+template <class T>
+std::size_t softmax_row_count(const Graph<T>& graph);
+
 // Diagnostics of every softmax node of the graph, in node order, in one pass over each node's
 // values (no copy of them). The gains come from the last softmax_vjp node whose first input is
 // the softmax's output (grad() builds one per backward pass). With per_row, `rows` holds each

@@ -62,12 +62,8 @@ Json to_json(const Graph<T>& graph, ExportValues values) {
   graph.require_values("export");
   if (values == ExportValues::none) return graph_to_json(graph, values);
   // The per-row statistics come along when there are at most max_diagnostic_rows rows.
-  std::vector<SoftmaxDiagnostics> d = softmax_diagnostics(graph, 0.99, false);
-  std::size_t rows = 0;
-  for (const auto& node : d) rows += node.row_count;
-  const bool per_row = rows <= max_diagnostic_rows;
-  if (per_row) d = softmax_diagnostics(graph, 0.99, true);
-  return graph_to_json(graph, values, diagnostics_to_json(d, per_row));
+  const bool per_row = softmax_row_count(graph) <= max_diagnostic_rows;
+  return graph_to_json(graph, values, diagnostics_to_json(softmax_diagnostics(graph, 0.99, per_row), per_row));
 }
 
 Json parse_graph_json(std::string_view text) { return parse_json(text, JsonLimits::max_depth, what); }

@@ -188,6 +188,7 @@ BOOST_AUTO_TEST_CASE(per_row_statistics_are_bounded) {
   check_error([&] { softmax_diagnostics(g); },
               {"softmax_diagnostics: the softmax nodes have 4194305 rows in all, more than the 4194304 whose per-row "
                "statistics are kept; ask for the summaries alone (per_row false)"});
+  BOOST_TEST(softmax_row_count(g) == max_diagnostic_rows + 1);
   const auto d = softmax_diagnostics(g, 0.99, false);
   BOOST_TEST(d[0].row_count == max_diagnostic_rows + 1);
   BOOST_TEST(d[0].saturated_fraction == 1.0);

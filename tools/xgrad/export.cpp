@@ -52,12 +52,13 @@ int run_export(const Options& o, const AttentionInputs& in) {
   const std::string values = o.choice("--values", {"none", "inputs", "all"}, "all");
   if (format == "dot" && o.has("--values")) throw usage_error("--values applies to --format json only");
   const ExportValues ev = values == "none" ? ExportValues::none : values == "inputs" ? ExportValues::inputs : ExportValues::all;
-  const std::string text = [&] {
+  std::string text = [&] {
     const Phase phase("formatting the graph as " + format);
     return format == "dot" ? to_dot(g) : to_json(g, ev).dump() + "\n";
   }();
   if (const auto path = o.get("-o")) {
-    write_files_atomically({{*path, [&] { return text; }}}, in.files);
+    // Moved, not copied: contents() is called once, and the text may be most of the memory.
+    write_files_atomically({{*path, [&] { return std::move(text); }}}, in.files);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
   }

@@ -59,10 +59,8 @@ int run_inspect(const std::string& path, const Json& json, double threshold, con
   }
   // Per-row statistics only for --format json, and only as many rows as the library keeps.
   const Phase diagnosing("computing the softmax diagnostics of " + path);
-  const auto diagnostics = softmax_diagnostics(*g, threshold, false);
   if (format == "json") {
-    std::size_t rows = 0;
-    for (const auto& d : diagnostics) rows += d.row_count;
+    const std::size_t rows = softmax_row_count(*g);
     if (rows > max_diagnostic_rows) {
       throw error(path + ": the softmax nodes have " + std::to_string(rows) + " rows in all, more than the " +
                   std::to_string(max_diagnostic_rows) + " that --format json lists row by row; --format table or csv "
@@ -72,6 +70,7 @@ int run_inspect(const std::string& path, const Json& json, double threshold, con
     return 0;
   }
   // The table or CSV as one string, written at once: no partial output if memory runs out.
+  const auto diagnostics = softmax_diagnostics(*g, threshold, false);
   std::string out;
   if (format == "csv") {
     appendf(out, "node,axis,n,rows,threshold,saturated_fraction");
