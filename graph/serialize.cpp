@@ -137,7 +137,7 @@ struct Budget {
   }
 };
 
-// A node of the format, read and checked against the nodes before it (given by their shapes).
+// A node of the format, read and checked against the nodes before it.
 struct NodeSpec {
   std::string op, name;
   Role role = Role::forward;
@@ -146,12 +146,11 @@ struct NodeSpec {
   Shape shape;
   std::optional<std::size_t> grad_of;
   std::optional<JsonCursor> value;
+  double work = 0;  // Op::work of its forward
 };
 
-// With check_value false, a stored value is taken as already checked (by an earlier read).
 template <class T>
-NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, const std::vector<Shape>& shapes,
-                   bool check_value) {
+NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, const std::vector<NodeSpec>& before) {
   c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::shape},
                  {key::grad_of, key::value});
   NodeSpec n;
@@ -174,7 +173,7 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
   n.shape = c[key::shape].shape();
   if (auto gc = c.find(key::grad_of)) n.grad_of = earlier_node(*gc, i);
   if (auto vc = c.find(key::value)) {
-    const Shape stored = check_value ? decode_value<T>(*vc) : n.shape;
+    const Shape stored = decode_value<T>(*vc);
     if (stored != n.shape) (*vc)[key::shape].fail("is " + shape_str(stored) + ", the node's shape is " + shape_str(n.shape));
     n.value = *vc;
   }
@@ -194,7 +193,7 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
     inputs_c.fail(n.op + " takes " + std::to_string(n.made->arity()) + " inputs, got " + std::to_string(n.inputs.size()));
   }
   std::vector<Shape> in_shapes;
-  for (std::size_t in : n.inputs) in_shapes.push_back(shapes[in]);
+  for (std::size_t in : n.inputs) in_shapes.push_back(before[in].shape);
   Shape computed;
   try {
     computed = n.made->infer_shape(in_shapes);
@@ -204,6 +203,7 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
   if (computed != n.shape) {
     c[key::shape].fail("declared " + shape_str(n.shape) + ", but " + n.op + " of its inputs gives " + shape_str(computed));
   }
+  n.work = n.made->work(in_shapes, n.shape);
   return n;
 }
 
@@ -313,21 +313,16 @@ void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, st
   // First every node is read, checked and charged, without running any; then the graph is built.
   Budget budget{max_elements, max_work};
   const std::size_t count = nodes.array_size();
-  std::vector<Shape> shapes;
-  shapes.reserve(count);
+  std::vector<NodeSpec> specs;
+  specs.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    const NodeSpec n = read_node<T>(nodes[i], i, make_op, shapes, true);
-    budget.charge_elements(nodes[i], n.shape);
-    if (n.made) {
-      std::vector<Shape> in_shapes;
-      for (std::size_t in : n.inputs) in_shapes.push_back(shapes[in]);
-      budget.charge_work(nodes[i], n.op, n.made->work(in_shapes, n.shape));
-    }
-    shapes.push_back(n.shape);
+    specs.push_back(read_node<T>(nodes[i], i, make_op, specs));
+    budget.charge_elements(nodes[i], specs.back().shape);
+    if (specs.back().made) budget.charge_work(nodes[i], specs.back().op, specs.back().work);
   }
   const auto outputs = read_names(root[key::outputs], count);
   const auto grads = read_names(root[key::grads], count);
-  for (std::size_t i = 0; i < count; ++i) build_node(read_node<T>(nodes[i], i, make_op, shapes, false), g);
+  for (const NodeSpec& n : specs) build_node(n, g);
   for (const auto& [name, id] : outputs) g.set_output(name, g.var(id));
   for (const auto& [name, id] : grads) g.set_grad(name, g.var(id));
 }
