@@ -126,7 +126,7 @@ struct Budget {
   }
   void charge_work(const JsonCursor& c, const std::string& op, double node_work) {
     used_work += node_work;
-    if (used_work > work) {
+    if (!(used_work <= work)) {  // also a NaN from an op's work
       char text[160];
       std::snprintf(text, sizeof text, "%.0f in all, this %s %.0f", used_work, op.c_str(), node_work);
       char limit[320];
