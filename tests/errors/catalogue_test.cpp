@@ -277,6 +277,7 @@ std::vector<Row> rows() {
       {"J33", "graph JSON", "an output or grad name for a missing node", Kind::error, [] { import_edited([](Json& j) { j["outputs"]["y"] = 9; }); }, {"outputs.y: refers to node 9 of a graph of 3"}},
       {"J34", "graph JSON", "a key given twice in one object", Kind::error, [] { graph_from_json<double>("{\"format\": \"xgrad-graph\", \"format\": \"xgrad-graph\"}"); }, {"graph JSON: top level: the key \"format\" appears twice"}},
       {"J35", "graph JSON", "more work than an import runs", Kind::error, [] { graph_from_parsed_json<double>(small_graph(), max_array_elements, 5.0); }, {"nodes[2]: computing the graph takes more than 5 element visits (Op::work), the most this import runs: 72 in all, this softmax 68"}},
+      {"J36", "graph JSON", "a work limit that is not a finite number >= 0", Kind::error, [] { graph_from_parsed_json<double>(small_graph(), max_array_elements, std::numeric_limits<double>::quiet_NaN()); }, {"graph_from_json: max_work must be a finite number >= 0, got nan"}},
       // .npy files.
       {"N01", ".npy", "too short", Kind::error, [] { parse_npy("\x93NUMPY", "t.npy"); }, {"t.npy: too short for a .npy file (6 bytes)"}},
       {"N02", ".npy", "no magic", Kind::error, [] { parse_npy("PK\x03\x04xxxxxxxxxxxx", "t.npy"); }, {"t.npy: not a .npy file"}},

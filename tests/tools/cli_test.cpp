@@ -91,6 +91,20 @@ std::vector<xt::xarray<T>> expected_results(const xt::xarray<double>* grad_out =
 
 bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
 
+// Each `xgrad <args>` exits 2 with one line on stderr that holds its message, and prints nothing.
+template <class Cases>
+void check_refused(const Sandbox& s, const Cases& cases, const std::string& suffix = "") {
+  for (const auto& [args, message] : cases) {
+    const Run r = s.xgrad(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.rc == 2);
+      BOOST_TEST(one_line(r.err), r.err);
+      BOOST_TEST(r.err.find(message + suffix) != std::string::npos, r.err);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cli)
@@ -179,15 +193,7 @@ BOOST_AUTO_TEST_CASE(bad_usage_and_input_exit_2_with_one_line) {
       {"gradcheck --shape 2,3,4,2 --impl flash", "--impl must be composed|fused, not 'flash'"},
       {"attention --q q.json --k k3.json --v v.json --impl fused", "xgrad attention: q.json, k3.json, v.json: attention: d_k differs"},
   };
-  for (const auto& [args, message] : cases) {
-    const Run r = s.xgrad(args);
-    BOOST_TEST_CONTEXT(args) {
-      BOOST_TEST(r.rc == 2);
-      BOOST_TEST(one_line(r.err), r.err);
-      BOOST_TEST(r.err.find(message) != std::string::npos, r.err);
-      BOOST_TEST(r.out.empty());
-    }
-  }
+  check_refused(s, cases);
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_passes_and_reports_each_input) {
@@ -608,15 +614,7 @@ BOOST_AUTO_TEST_CASE(numeric_options_take_whole_numbers_in_their_range) {
       {"gradcheck --shape 1,1,1,65537", "--shape needs an integer from 0 to 65536, not '65537'"},
       {"gradcheck --shape 1,1,1,18446744073709551617", "--shape needs an integer from 0 to 65536, not '18446744073709551617'"},
   };
-  for (const auto& [args, message] : refused) {
-    const Run r = s.xgrad(args);
-    BOOST_TEST_CONTEXT(args) {
-      BOOST_TEST(r.rc == 2);
-      BOOST_TEST(one_line(r.err), r.err);
-      BOOST_TEST(r.err.find(message + " (see xgrad") != std::string::npos, r.err);
-      BOOST_TEST(r.out.empty());
-    }
-  }
+  check_refused(s, refused, " (see xgrad");
   for (const char* t : {" 0.5", "0.5 ", "+0.5", "-0.5", "0", "1.5", "inf", "nan", "0x1p-1", "1e", ".", "", "0,5", "1e-400", "5e-1x"}) {
     const Run r = s.xgrad(std::string("inspect g.json --threshold '") + t + "'");
     BOOST_TEST_CONTEXT("--threshold '" << t << "'") {
