@@ -34,9 +34,9 @@ const char* running = "";
 // allocates in its noexcept destructors, which would end in std::terminate).
 void out_of_memory() { xgrad::tool::exit_out_of_memory(running); }
 
-// OpenBLAS maps its work buffer (128 MiB in Debian's build) at the first GEMM large enough to
-// need it, and when that mmap fails it retries forever (OpenBLAS issue 5289) instead of failing.
-// So the buffer is mapped at start, after a probe of its size plus a margin: without that much
+// OpenBLAS maps its work buffer (128 MiB in Debian's build, 129 MiB with its alignment) at the
+// first GEMM large enough to need it, and when that mmap fails it retries forever (OpenBLAS
+// issue 5289) instead of failing. So the buffer is mapped at start, after a probe of its size plus a margin: without that much
 // address space the tool stops at once with the out-of-memory line, and with it, running out of
 // memory later is an operator new failure the handler reports. Single-threaded OpenBLAS reuses
 // this one buffer, but its worker threads (and xgrad's pool's threads) map their own on their
