@@ -107,7 +107,7 @@ class Gemms {
   double relative_error(const xgrad::Graph<T>& graph, bool backward) const {
     double worst = 0;
     const auto compare = [&](const xt::xarray<T>& mine, std::size_t id) {
-      const xt::xarray<T>& theirs = graph.node(id).value;
+      const xt::xarray<T>& theirs = graph.node(id).value();
       worst = std::max(worst, double(xt::amax(xt::abs(mine - theirs))()) / double(xt::amax(xt::abs(theirs))()));
     };
     compare(out, graph.outputs().at("out"));

@@ -58,10 +58,10 @@ int main() {
     const Node<double>& n = y.node();
     std::vector<Shape> in;
     Args<double> args;
-    for (auto i : n.inputs) { in.emplace_back(g.node(i).value.shape().begin(), g.node(i).value.shape().end()); args.push_back(&g.node(i).value); }
-    const Shape ys(n.value.shape().begin(), n.value.shape().end());
+    for (auto i : n.inputs) { in.emplace_back(g.node(i).value().shape().begin(), g.node(i).value().shape().end()); args.push_back(&g.node(i).value()); }
+    const Shape ys(n.value().shape().begin(), n.value().shape().end());
     const double work = n.op->work(in, ys);
-    xt::xarray<double> out = n.value;
+    xt::xarray<double> out = n.value();
     double best = 1e9;
     for (int r = 0; r < 3; ++r) {
       auto t0 = std::chrono::steady_clock::now();

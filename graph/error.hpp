@@ -35,6 +35,17 @@ inline std::string number_str(double x) {
   return buf;
 }
 
+// Runs f() and returns what it returns; an xgrad::error it throws is thrown again with prefix()
+// in front of its message ("<op> (node N): ", "graph JSON: "). prefix is called only then.
+template <class Prefix, class F>
+auto with_context(const Prefix& prefix, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const error& e) {
+    throw error(prefix() + e.what());
+  }
+}
+
 // Whether two shapes (any containers of sizes) are equal.
 template <class A, class B>
 bool shapes_equal(const A& a, const B& b) {

@@ -28,10 +28,33 @@ const char* dtype_name<float>() { return "float32"; }
 template <>
 const char* dtype_name<double>() { return "float64"; }
 
+const char* leaf_op_name(Role role, bool index_leaf) {
+  if (index_leaf) return index_leaf_op;
+  return role == Role::parameter ? role_name(Role::parameter) : role == Role::input ? role_name(Role::input)
+                                                                                     : role_name(Role::constant);
+}
+
+bool is_leaf_op_name(const std::string& op) {
+  return op == index_leaf_op || op == role_name(Role::input) || op == role_name(Role::parameter) ||
+         op == role_name(Role::constant);
+}
+
 template <class T>
 std::string Node<T>::op_name() const {
   if (op) return op->name();
-  return role == Role::parameter ? "parameter" : role == Role::input ? "input" : "constant";
+  return leaf_op_name(role, index_leaf);
+}
+
+template <class T>
+Shape Node<T>::shape(std::size_t output) const {
+  const auto& s = index_leaf ? indices.shape() : value(output).shape();
+  return Shape(s.begin(), s.end());
+}
+
+template <class T>
+bool Node<T>::in_backward() const {
+  return role == Role::backward ||
+         std::any_of(outputs.begin(), outputs.end(), [](const Output<T>& o) { return o.grad_of.has_value(); });
 }
 
 template <class T>
@@ -53,13 +76,42 @@ std::string released_message(const Node<T>& n, std::size_t id) {
          ") has no value: keep_only released it (keep it, or call keep_all() and replay())";
 }
 
+// Prefixes an op's complaint, about shapes or values, with "<op> (node N): ".
+template <class F>
+auto with_node_context(const Op& op, std::size_t id, F&& f) {
+  return with_context([&] { return op.name() + " (node " + std::to_string(id) + "): "; }, std::forward<F>(f));
+}
+
+template <class T>
+std::string node_str(const Node<T>& n, std::size_t id) {
+  return "node " + std::to_string(id) + (n.name.empty() ? "" : " ('" + n.name + "')");
+}
+
 }  // namespace
 
 template <class T>
 const xt::xarray<T>& Var<T>::value() const {
   const Node<T>& n = node();
+  if (n.index_leaf) {
+    throw error(node_str(n, m_id) + " is an index leaf: its int64 values are indices(), it has no " +
+                dtype_name<T>() + " value");
+  }
   if (n.released) throw error(released_message(n, m_id));
-  return n.value;
+  return n.value(m_output);
+}
+
+template <class T>
+const xt::xarray<std::int64_t>& Var<T>::indices() const {
+  const Node<T>& n = node();
+  if (!n.index_leaf) throw error(node_str(n, m_id) + " (" + n.op_name() + ") holds no indices: only Graph::indices leaves do");
+  return n.indices;
+}
+
+template <class T>
+Shape Var<T>::shape() const {
+  const Node<T>& n = node();
+  if (!n.index_leaf && n.released) throw error(released_message(n, m_id));
+  return n.shape(m_output);
 }
 
 template <class T>
@@ -67,7 +119,7 @@ Var<T> Graph<T>::add_leaf(Role role, std::string name, xt::xarray<T> value) {
   Node<T>& n = m_nodes.emplace_back();
   n.role = role;
   n.name = std::move(name);
-  n.value = std::move(value);
+  n.outputs.emplace_back().value = std::move(value);
   return Var<T>(*this, m_nodes.size() - 1);
 }
 
@@ -107,6 +159,15 @@ Var<T> Graph<T>::constant(std::string name, xt::xarray<T> value) {
 }
 
 template <class T>
+Var<T> Graph<T>::indices(std::string name, xt::xarray<std::int64_t> value) {
+  Var<T> v = add_leaf(Role::input, std::move(name), xt::xarray<T>::from_shape({0}));
+  Node<T>& n = m_nodes.back();
+  n.index_leaf = true;
+  n.indices = std::move(value);
+  return v;
+}
+
+template <class T>
 const Node<T>& Graph<T>::node(std::size_t id) const {
   if (id >= m_nodes.size()) {
     throw error("graph: no node " + std::to_string(id) + " (the graph has " +
@@ -116,9 +177,13 @@ const Node<T>& Graph<T>::node(std::size_t id) const {
 }
 
 template <class T>
-Var<T> Graph<T>::var(std::size_t id) {
-  node(id);
-  return Var<T>(*this, id);
+Var<T> Graph<T>::var(std::size_t id, std::size_t output) {
+  const Node<T>& n = node(id);
+  if (output >= n.output_count()) {
+    throw error("graph: node " + std::to_string(id) + " (" + n.op_name() + ") has no output " + std::to_string(output) +
+                " (it has " + std::to_string(n.output_count()) + ")");
+  }
+  return Var<T>(*this, id, output);
 }
 
 template <class T>
@@ -128,26 +193,38 @@ void Graph<T>::check_var(const Var<T>& v, const char* what) const {
     throw error(std::string(what) + " (node " + std::to_string(v.id()) +
                 ") belongs to another graph; ops combine Vars of one graph only");
   }
-  node(v.id());
+  if (v.output() >= node(v.id()).output_count()) {
+    throw error(std::string(what) + " names output " + std::to_string(v.output()) + " of node " +
+                std::to_string(v.id()) + ", which has " + std::to_string(node(v.id()).output_count()));
+  }
 }
 
 template <class T>
 void Graph<T>::set_output(std::string name, const Var<T>& v) {
   check_var(v, ("set_output: '" + name + "'").c_str());
-  m_outputs[std::move(name)] = v.id();
+  m_outputs[std::move(name)] = v.slot();
 }
 
 template <class T>
 void Graph<T>::set_grad(std::string name, const Var<T>& v) {
   check_var(v, ("set_grad: '" + name + "'").c_str());
-  m_grads[std::move(name)] = v.id();
+  m_grads[std::move(name)] = v.slot();
 }
 
 template <class T>
 Args<T> Graph<T>::args_of(const Node<T>& n) const {
   Args<T> args;
   args.reserve(n.inputs.size());
-  for (auto id : n.inputs) args.push_back(&m_nodes[id].value);
+  for (const Slot& in : n.inputs) {
+    const Node<T>& x = m_nodes[in.node];
+    if (x.index_leaf) {
+      args.indices.resize(n.inputs.size(), nullptr);
+      args.indices[args.size()] = &x.indices;
+      args.push_back(nullptr);
+    } else {
+      args.push_back(&x.outputs[in.output].value);
+    }
+  }
   return args;
 }
 
@@ -157,27 +234,38 @@ template <class T>
 std::vector<Shape> shapes_of(const Args<T>& args) {
   std::vector<Shape> shapes;
   shapes.reserve(args.size());
-  for (const auto* a : args) shapes.emplace_back(a->shape().begin(), a->shape().end());
-  return shapes;
-}
-
-// Prefixes an op's shape complaint with "<op> (node N): ".
-template <class F>
-auto with_node_context(const Op& op, std::size_t id, F&& f) {
-  try {
-    return f();
-  } catch (const error& e) {
-    throw error(op.name() + " (node " + std::to_string(id) + "): " + e.what());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& s = args[i] ? args[i]->shape() : args.indices[i]->shape();
+    shapes.emplace_back(s.begin(), s.end());
   }
+  return shapes;
 }
 
 }  // namespace
 
 template <class T>
-Var<T> Graph<T>::apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x) {
+void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args) {
+  with_node_context(*n.op, id, [&] {
+    const std::vector<Shape> shapes = n.op->infer_shapes(shapes_of(args));
+    if (shapes.size() != n.op->output_count()) {
+      throw error("infer_shapes gave " + std::to_string(shapes.size()) + " shapes for " +
+                  std::to_string(n.op->output_count()) + " outputs");
+    }
+    n.outputs.resize(shapes.size());
+    Outs<T> outs;
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      if (!shapes_equal(shapes[k], n.outputs[k].value.shape())) n.outputs[k].value.resize(shapes[k]);
+      outs.push_back(&n.outputs[k].value);
+    }
+    n.op->forward(args, outs);
+  });
+}
+
+template <class T>
+std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x) {
   if (!op) throw error("graph: apply needs an op");
   const std::size_t id = m_nodes.size();
-  const auto check_inputs = [&] {
+  with_node_context(*op, id, [&] {
     if (x.size() != op->arity()) {
       throw error("takes " + std::to_string(op->arity()) + " inputs, got " + std::to_string(x.size()));
     }
@@ -185,35 +273,63 @@ Var<T> Graph<T>::apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& 
       check_var(x[i], ("input " + std::to_string(i)).c_str());
       const Node<T>& in = m_nodes[x[i].id()];
       if (in.released) throw error("input " + std::to_string(i) + ": " + released_message(in, x[i].id()));
+      if (in.index_leaf && !op->accepts_indices(i)) {
+        throw error("input " + std::to_string(i) + " (" + node_str(in, x[i].id()) + ") is an index leaf (int64); " +
+                    op->name() + " takes " + dtype_name<T>() + " values there");
+      }
     }
-  };
-  with_node_context(*op, id, check_inputs);
+  });
 
   Node<T> n;
   n.op = std::move(op);
   n.role = m_backward_depth > 0 ? Role::backward : Role::forward;
-  for (const auto& v : x) n.inputs.push_back(v.id());
-  const Args<T> args = args_of(n);
-  const Shape shape = with_node_context(*n.op, id, [&] { return n.op->infer_shape(shapes_of(args)); });
-  n.value.resize(shape);
-  n.op->forward(args, n.value);
+  for (const auto& v : x) n.inputs.push_back(v.slot());
+  run_node(id, n, args_of(n));
   m_nodes.push_back(std::move(n));
-  return Var<T>(*this, id);
+  std::vector<Var<T>> outs;
+  for (std::size_t k = 0; k < m_nodes.back().output_count(); ++k) outs.emplace_back(*this, id, k);
+  return outs;
 }
 
 template <class T>
-void Graph<T>::set_value(const Var<T>& leaf, xt::xarray<T> value) {
+Var<T> Graph<T>::apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x) {
+  return apply_outputs(std::move(op), x).front();
+}
+
+template <class T>
+Node<T>& Graph<T>::checked_leaf(const Var<T>& leaf, bool index_leaf) {
   check_var(leaf, "set_value: the Var");
   Node<T>& n = m_nodes[leaf.id()];
   if (!n.is_leaf()) {
     throw error("set_value: node " + std::to_string(leaf.id()) + " is a " + n.op_name() +
-                " node; only leaves (inputs, parameters, constants) take values");
+                " node; only leaves (inputs, parameters, constants, indices) take values");
   }
-  if (!shapes_equal(value.shape(), n.value.shape())) {
+  if (n.index_leaf != index_leaf) {
+    throw error("set_value: " + node_str(n, leaf.id()) +
+                (n.index_leaf ? std::string(" is an index leaf: its new value is int64 indices")
+                              : std::string(" holds ") + dtype_name<T>() + " values, not indices"));
+  }
+  return n;
+}
+
+template <class T>
+void Graph<T>::set_value(const Var<T>& leaf, xt::xarray<T> value) {
+  Node<T>& n = checked_leaf(leaf, false);
+  if (!shapes_equal(value.shape(), n.value().shape())) {
     throw error("set_value: node " + std::to_string(leaf.id()) + " ('" + n.name + "') is " +
-                shape_str(n.value.shape()) + ", the new value is " + shape_str(value.shape()));
+                shape_str(n.value().shape()) + ", the new value is " + shape_str(value.shape()));
   }
-  n.value = std::move(value);
+  n.outputs[0].value = std::move(value);
+}
+
+template <class T>
+void Graph<T>::set_indices(const Var<T>& leaf, xt::xarray<std::int64_t> value) {
+  Node<T>& n = checked_leaf(leaf, true);
+  if (!shapes_equal(value.shape(), n.indices.shape())) {
+    throw error("set_value: node " + std::to_string(leaf.id()) + " ('" + n.name + "') is " +
+                shape_str(n.indices.shape()) + ", the new value is " + shape_str(value.shape()));
+  }
+  n.indices = std::move(value);
 }
 
 template <class T>
@@ -225,10 +341,7 @@ void Graph<T>::replay() {
   for (std::size_t id = 0; id < m_nodes.size(); ++id) {
     Node<T>& n = m_nodes[id];
     if (n.is_leaf()) continue;
-    const Args<T> args = args_of(n);
-    const Shape shape = with_node_context(*n.op, id, [&] { return n.op->infer_shape(shapes_of(args)); });
-    if (!shapes_equal(shape, n.value.shape())) n.value.resize(shape);
-    n.op->forward(args, n.value);
+    run_node(id, n, args_of(n));
     n.released = false;
   }
 }
@@ -244,7 +357,7 @@ void Graph<T>::keep_only(const std::vector<Var<T>>& keep) {
   for (std::size_t id = 0; id < m_nodes.size(); ++id) {
     Node<T>& n = m_nodes[id];
     if (kept[id] || n.released) continue;
-    n.value = xt::xarray<T>::from_shape({0});
+    for (auto& out : n.outputs) out.value = xt::xarray<T>::from_shape({0});
     n.released = true;
   }
 }
@@ -255,7 +368,7 @@ std::vector<char> Graph<T>::kept_nodes() const {
   for (std::size_t id = 0; id < m_nodes.size(); ++id) kept[id] = m_nodes[id].is_leaf();
   for (auto id : m_keep) kept[id] = 1;
   for (const auto* names : {&m_outputs, &m_grads}) {
-    for (const auto& [name, id] : *names) kept[id] = 1;
+    for (const auto& [name, slot] : *names) kept[slot.node] = 1;
   }
   return kept;
 }
@@ -277,95 +390,95 @@ void Graph<T>::require_values(const std::string& who, std::size_t count) const {
 template <class T>
 std::size_t Graph<T>::held_elements() const {
   std::size_t count = 0;
-  for (const auto& n : m_nodes) count += n.value.size();
-  for (const auto& [size, buffers] : m_spare) count += size * buffers.size();
-  return count;
+  for (const auto& n : m_nodes) {
+    count += n.indices.size();
+    for (const auto& out : n.outputs) count += out.value.size();
+  }
+  return count + m_spare.elements();
+}
+
+template <class T>
+void Graph<T>::release(Node<T>& n) {
+  if (n.released) return;
+  for (auto& out : n.outputs) {
+    m_spare.give(std::move(out.value));
+    out.value = xt::xarray<T>::from_shape({0});
+  }
+  n.released = true;
 }
 
 template <class T>
 void Graph<T>::replay_lean() {
   const std::size_t count = m_nodes.size();
-  // kept: holds its value after the replay. needed: kept, or read by a needed node. last_read:
-  // the last needed node that reads it.
   const std::vector<char> kept = kept_nodes();
-  std::vector<char> needed(count, 0);
-  std::vector<std::size_t> last_read(count, 0);
-  for (std::size_t id = count; id-- > 0;) {
-    const Node<T>& n = m_nodes[id];
-    needed[id] = needed[id] || kept[id];
-    if (!needed[id]) continue;
-    for (auto in : n.inputs) {
-      needed[in] = 1;
-      last_read[in] = std::max(last_read[in], id);
-    }
-  }
-  const auto release = [&](std::size_t id) {
-    Node<T>& n = m_nodes[id];
-    if (n.released) return;
-    m_spare[n.value.size()].push_back(std::move(n.value));
-    n.value = xt::xarray<T>::from_shape({0});
-    n.released = true;
-  };
+  const detail::LeanPlan plan = detail::plan_lean_replay(
+      count, [&](std::size_t id) -> const std::vector<Slot>& { return m_nodes[id].inputs; }, kept);
   for (std::size_t id = 0; id < count; ++id) {
     Node<T>& n = m_nodes[id];
     if (n.is_leaf()) continue;
-    if (!needed[id]) {
-      release(id);
+    if (!plan.needed[id]) {
+      release(n);
       continue;
     }
     Args<T> args = args_of(n);
-    const Shape shape = with_node_context(*n.op, id, [&] { return n.op->infer_shape(shapes_of(args)); });
+    const std::vector<Shape> shapes =
+        with_node_context(*n.op, id, [&] { return n.op->infer_shapes(shapes_of(args)); });
     if (!kept[id]) {
-      // The buffer: an input read for the last time here, if the op may write over it; else a
-      // spare buffer of the same size; else a new one.
+      // Each output's buffer: for an op with one output, an input read for the last time here
+      // if the op may write over it; else a spare buffer of the same size; else a new one.
       std::optional<std::size_t> over;
-      for (std::size_t j = 0; j < n.inputs.size() && !over; ++j) {
-        const std::size_t in = n.inputs[j];
-        if (!kept[in] && last_read[in] == id && n.op->overwrites_input(j) &&
-            shapes_equal(m_nodes[in].value.shape(), shape)) {
+      for (std::size_t j = 0; j < n.inputs.size() && !over && shapes.size() == 1; ++j) {
+        const Slot in = n.inputs[j];
+        const Node<T>& x = m_nodes[in.node];
+        if (!kept[in.node] && plan.last_read[in.node] == id && !x.index_leaf && n.op->overwrites_input(j) &&
+            shapes_equal(x.outputs[in.output].value.shape(), shapes[0])) {
           over = j;
         }
       }
+      n.outputs.resize(shapes.size());
       if (over) {
-        const std::size_t in = n.inputs[*over];
-        n.value = std::move(m_nodes[in].value);
-        m_nodes[in].value = xt::xarray<T>::from_shape({0});
-        m_nodes[in].released = true;
+        Node<T>& x = m_nodes[n.inputs[*over].node];
+        n.outputs[0].value = std::move(x.outputs[n.inputs[*over].output].value);
+        x.outputs[n.inputs[*over].output].value = xt::xarray<T>::from_shape({0});
+        release(x);
         for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-          if (n.inputs[j] == in) args[j] = &n.value;
+          if (n.inputs[j] == n.inputs[*over]) args[j] = &n.outputs[0].value;
         }
       } else {
-        std::size_t size = 1;
-        for (std::size_t d : shape) size *= d;
-        const auto spare = m_spare.find(size);
-        if (spare != m_spare.end() && !spare->second.empty()) {
-          n.value = std::move(spare->second.back());
-          spare->second.pop_back();
+        for (std::size_t k = 0; k < shapes.size(); ++k) {
+          std::size_t size = 1;
+          for (std::size_t d : shapes[k]) size *= d;
+          xt::xarray<T> spare = m_spare.take(size);
+          if (spare.size() == size && size > 0) n.outputs[k].value = std::move(spare);
         }
       }
     }
-    if (!shapes_equal(shape, n.value.shape())) n.value.resize(shape);
     n.released = true;  // until its forward has run: if that throws, no stale value shows
-    n.op->forward(args, n.value);
+    run_node(id, n, args);
     n.released = false;
-    for (auto in : n.inputs) {
-      if (!kept[in] && last_read[in] == id) release(in);
+    for (const Slot& in : n.inputs) {
+      if (!kept[in.node] && plan.last_read[in.node] == id) release(m_nodes[in.node]);
     }
   }
 }
 
 template <class T>
-void Graph<T>::set_grad_of(std::size_t id, std::size_t of) {
-  node(id);  // throws naming a missing node
-  Node<T>& n = m_nodes[id];
+void Graph<T>::set_grad_of(Slot at, Slot of) {
+  node(at.node);  // throws naming a missing node
+  Node<T>& n = m_nodes[at.node];
   if (n.role == Role::forward) {
-    throw error("set_grad_of: node " + std::to_string(id) + " is a forward node, not a gradient");
+    throw error("set_grad_of: node " + std::to_string(at.node) + " is a forward node, not a gradient");
   }
-  if (of >= id) {
-    throw error("set_grad_of: node " + std::to_string(id) + " cannot hold the gradient of node " +
-                std::to_string(of) + ", which is not before it");
+  if (of.node >= at.node) {
+    throw error("set_grad_of: node " + std::to_string(at.node) + " cannot hold the gradient of node " +
+                std::to_string(of.node) + ", which is not before it");
   }
-  n.grad_of = of;
+  if (at.output >= n.output_count() || of.output >= m_nodes[of.node].output_count()) {
+    throw error("set_grad_of: node " + std::to_string(at.node) + " output " + std::to_string(at.output) +
+                " and node " + std::to_string(of.node) + " output " + std::to_string(of.output) +
+                ": one of them does not exist");
+  }
+  n.outputs[at.output].grad_of = of;
 }
 
 template xt::xarray<float> matrix(std::initializer_list<std::initializer_list<float>>);

@@ -6,18 +6,21 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
 
 #include <xgrad/graph/error.hpp>
+#include <xgrad/graph/lean.hpp>
 #include <xgrad/graph/op.hpp>
 
 namespace xgrad {
@@ -35,44 +38,74 @@ enum class Role { input, parameter, constant, forward, backward };
 const char* role_name(Role role);
 std::optional<Role> role_from_name(const std::string& name);  // the inverse; nullopt if unknown
 
+// The op name of a leaf ("input", "parameter", "constant", or "indices" for an index leaf),
+// spelled here once for nodes, the JSON format and the DOT export.
+const char* leaf_op_name(Role role, bool index_leaf);
+// True for the op names of leaves.
+bool is_leaf_op_name(const std::string& op);
+inline constexpr const char* index_leaf_op = "indices";
+
+// One output of a node: its value, and the slot whose gradient it holds, if any.
+template <class T>
+struct Output {
+  xt::xarray<T> value;
+  // Set by grad() on each gradient it builds (a VJP rule's result for one input, a sum of
+  // contributions, the seed grad_out, zeros for an input y does not depend on). Empty on
+  // forward nodes and on a VJP rule's intermediate nodes.
+  std::optional<Slot> grad_of;
+};
+
 template <class T>
 struct Node {
-  std::shared_ptr<const Op> op;      // null for a leaf
-  std::vector<std::size_t> inputs;   // ids of earlier nodes
+  std::shared_ptr<const Op> op;  // null for a leaf
+  std::vector<Slot> inputs;      // outputs of earlier nodes
   Role role = Role::forward;
-  std::string name;                  // leaves: the caller's name; may be empty otherwise
-  // The node whose gradient this node holds: set by grad() on each gradient it builds (a VJP
-  // rule's result for one input, a sum of contributions, the seed grad_out, zeros for an input
-  // y does not depend on). Empty on forward nodes and on a VJP rule's intermediate nodes.
-  std::optional<std::size_t> grad_of;
-  xt::xarray<T> value;
-  // Set by a lean graph (Graph::keep_only) on a node whose value it gave up: value is empty then.
+  std::string name;              // leaves: the caller's name; may be empty otherwise
+  // One per output: a leaf and most ops have one. An index leaf has one too, of no elements;
+  // its values are `indices`.
+  std::vector<Output<T>> outputs;
+  bool index_leaf = false;
+  xt::xarray<std::int64_t> indices;  // an index leaf's value (Graph::indices)
+  // Set by a lean graph (Graph::keep_only) on a node whose values it gave up: they are empty then.
   bool released = false;
 
   bool is_leaf() const { return op == nullptr; }
+  std::size_t output_count() const { return outputs.size(); }
+  const xt::xarray<T>& value(std::size_t output = 0) const { return outputs.at(output).value; }
+  // The shape of output k, also of an index leaf's indices.
+  Shape shape(std::size_t output = 0) const;
+  const std::optional<Slot>& grad_of(std::size_t output = 0) const { return outputs.at(output).grad_of; }
   // Part of a backward pass: a backward node, or a leaf grad() made (a seed, zeros).
-  bool in_backward() const { return role == Role::backward || grad_of.has_value(); }
-  // "input", "parameter", "constant" for leaves, the op's name otherwise.
+  bool in_backward() const;
+  // "input", "parameter", "constant", "indices" for leaves, the op's name otherwise.
   std::string op_name() const;
 };
 
-// A handle to one node of one graph. Default-constructed, it refers to nothing (valid() false);
-// VJP rules return such empty Vars for inputs that need no gradient.
+// A handle to one output of one node of one graph. Default-constructed, it refers to nothing
+// (valid() false); VJP rules return such empty Vars for inputs that need no gradient.
 template <class T>
 class Var {
  public:
   Var() = default;
-  Var(Graph<T>& graph, std::size_t id) : m_graph(&graph), m_id(id) {}
+  Var(Graph<T>& graph, std::size_t id, std::size_t output = 0) : m_graph(&graph), m_id(id), m_output(output) {}
 
   bool valid() const { return m_graph != nullptr; }
   Graph<T>& graph() const;
-  std::size_t id() const { return m_id; }
+  std::size_t id() const { return m_id; }  // the node
+  std::size_t output() const { return m_output; }
+  Slot slot() const { return {m_id, m_output}; }
+  // The value of this output; throws xgrad::error for an index leaf (see indices()) or a value
+  // keep_only released.
   const xt::xarray<T>& value() const;
+  // An index leaf's values; throws xgrad::error for any other node.
+  const xt::xarray<std::int64_t>& indices() const;
+  Shape shape() const;  // value()'s shape, or indices()'s
   const Node<T>& node() const;
 
  private:
   Graph<T>* m_graph = nullptr;
   std::size_t m_id = 0;
+  std::size_t m_output = 0;
 };
 
 template <class T>
@@ -90,13 +123,26 @@ class Graph {
   Var<T> input(std::string name, std::initializer_list<std::initializer_list<T>> rows);
   Var<T> parameter(std::string name, xt::xarray<T> value);
   Var<T> constant(std::string name, xt::xarray<T> value);
+  // An index leaf: int64 values such as token ids or labels, for ops that take them
+  // (Op::accepts_indices). Never differentiated (grad() refuses it as an x); replaced per batch
+  // with set_value; exported as JSON integers.
+  Var<T> indices(std::string name, xt::xarray<std::int64_t> value);
 
-  // Adds a node computing op(x...) and runs its forward. Throws xgrad::error, and adds nothing,
-  // when the inputs are invalid for the op (the message starts "<op> (node N): ").
+  // Adds a node computing op(x...) and runs its forward; returns its first output. Throws
+  // xgrad::error, and adds nothing, when the inputs are invalid for the op or its forward
+  // rejects their values (the message starts "<op> (node N): ").
   Var<T> apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x);
+  // The same, returning every output of the node (Op::output_count of them).
+  std::vector<Var<T>> apply_outputs(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x);
 
   // Replaces a leaf's value; the new value must have the leaf's shape. Call replay() afterwards.
   void set_value(const Var<T>& leaf, xt::xarray<T> value);
+  // The same for an index leaf: value is an xt::xarray<std::int64_t> (only that type, so that
+  // an xtensor expression of T values still goes to the overload above).
+  template <class I, std::enable_if_t<std::is_same_v<std::decay_t<I>, xt::xarray<std::int64_t>>, int> = 0>
+  void set_value(const Var<T>& leaf, I&& value) {
+    set_indices(leaf, xt::xarray<std::int64_t>(std::forward<I>(value)));
+  }
   // Re-runs every non-leaf node's forward in id order, reusing the nodes' buffers.
   void replay();
 
@@ -121,12 +167,14 @@ class Graph {
   // Names for exports: "outputs" and "grads" of the JSON format. A name set again is replaced.
   void set_output(std::string name, const Var<T>& v);
   void set_grad(std::string name, const Var<T>& v);
-  const std::map<std::string, std::size_t>& outputs() const { return m_outputs; }
-  const std::map<std::string, std::size_t>& grads() const { return m_grads; }
+  const std::map<std::string, Slot>& outputs() const { return m_outputs; }
+  const std::map<std::string, Slot>& grads() const { return m_grads; }
 
   std::size_t size() const { return m_nodes.size(); }
   const Node<T>& node(std::size_t id) const;
-  Var<T> var(std::size_t id);
+  // A Var for output `output` of node `id`; throws xgrad::error if there is none.
+  Var<T> var(std::size_t id, std::size_t output = 0);
+  Var<T> var(Slot slot) { return var(slot.node, slot.output); }
 
   // Appends the first `count` nodes of src, values converted to T, ops shared. Ids are kept when
   // this graph starts empty: gradcheck uses it to replay a float32 graph in float64.
@@ -144,28 +192,34 @@ class Graph {
    private:
     Graph& m_graph;
   };
-  // Records that node `id` holds the gradient of the earlier node `of` (Node::grad_of). For
-  // grad() and importers; throws xgrad::error for a forward node or a later `of`.
-  void set_grad_of(std::size_t id, std::size_t of);
+  // Records that output `at` holds the gradient of output `of` of an earlier node
+  // (Output::grad_of). For grad() and importers; throws xgrad::error for a forward node, a
+  // later `of` or an output that does not exist. The ids alone mean output 0.
+  void set_grad_of(Slot at, Slot of);
+  void set_grad_of(std::size_t id, std::size_t of) { set_grad_of(Slot{id, 0}, Slot{of, 0}); }
 
  private:
   friend class detail::GraphRollback<T>;
   void drop_nodes_from(std::size_t size) { m_nodes.erase(m_nodes.begin() + static_cast<long>(size), m_nodes.end()); }
   Var<T> add_leaf(Role role, std::string name, xt::xarray<T> value);
+  Node<T>& checked_leaf(const Var<T>& leaf, bool index_leaf);
+  void set_indices(const Var<T>& leaf, xt::xarray<std::int64_t> value);
   void check_var(const Var<T>& v, const char* what) const;
   Args<T> args_of(const Node<T>& n) const;
+  // Runs node id's forward into its outputs (resized to their shapes), errors prefixed
+  // "<op> (node N): ".
+  void run_node(std::size_t id, Node<T>& n, const Args<T>& args);
   void replay_lean();
   std::vector<char> kept_nodes() const;  // 1 for leaves, keep_only's Vars, outputs and grads
+  void release(Node<T>& n);              // a lean replay's: its buffers become spares
 
   bool m_lean = false;
-  std::vector<std::size_t> m_keep;      // keep_only's explicit Vars
-  // Buffers of released values by element count, for the next lean replay: taking one and
-  // giving one back cost O(1), so that a replay stays linear in the node count.
-  std::unordered_map<std::size_t, std::vector<xt::xarray<T>>> m_spare;
+  std::vector<std::size_t> m_keep;  // the nodes of keep_only's Vars
+  detail::SpareBuffers<T> m_spare;  // released buffers, for the next lean replay
 
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
   int m_backward_depth = 0;
-  std::map<std::string, std::size_t> m_outputs, m_grads;
+  std::map<std::string, Slot> m_outputs, m_grads;
 };
 
 // A matrix from its rows, {{a, b}, {c, d}}, or a column, {{a}, {b}} (which xarray's own
@@ -194,11 +248,16 @@ void Graph<T>::copy_from(const Graph<U>& src, std::size_t count) {
     Node<T>& d = m_nodes.emplace_back();
     d.op = s.op;
     d.inputs = s.inputs;
-    for (auto& id : d.inputs) id += offset;
+    for (auto& in : d.inputs) in.node += offset;
     d.role = s.role;
     d.name = s.name;
-    if (s.grad_of) d.grad_of = *s.grad_of + offset;
-    d.value = xt::cast<T>(s.value);
+    d.index_leaf = s.index_leaf;
+    d.indices = s.indices;
+    for (const auto& out : s.outputs) {
+      Output<T>& o = d.outputs.emplace_back();
+      o.value = xt::cast<T>(out.value);
+      if (out.grad_of) o.grad_of = Slot{out.grad_of->node + offset, out.grad_of->output};
+    }
   }
 }
 

@@ -15,7 +15,7 @@ namespace xgrad {
 
 // The graph format's nesting limit: an import rejects deeper nesting before parsing.
 struct JsonLimits {
-  static constexpr std::size_t max_depth = 5;
+  static constexpr std::size_t max_depth = 6;
 };
 
 // A number as JSON: itself if finite, else the string "nan", "inf" or "-inf" (nlohmann would
@@ -25,7 +25,7 @@ Json encode_number(double x);
 // Parses text as JSON, first rejecting, without building anything, nesting deeper than max_depth
 // (a DOM's dump, copy and comparison recurse once per level) and a key given twice in one object
 // (which a DOM would keep only once). Throws xgrad::error naming `what` and the byte offset or
-// the path: "graph JSON: not JSON: ... at byte 17", "...: nested deeper than 5 levels",
+// the path: "graph JSON: not JSON: ... at byte 17", "...: nested deeper than 6 levels",
 // "graph JSON: nodes[0]: the key \"id\" appears twice".
 Json parse_json(std::string_view text, std::size_t max_depth, const std::string& what);
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,12 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <xtensor/xarray.hpp>
 
+#include <xgrad/graph/error.hpp>
+#include <xgrad/graph/shape.hpp>
+
 namespace xgrad {
 
 template <class T>
 class Var;
-
-using Shape = std::vector<std::size_t>;
 
 // The most elements xgrad accepts in an array read from a file, and in all the nodes of an
 // imported graph together: 2^28 (2 GiB of float64). An axis of length 0 counts as 1 here, so an
@@ -42,56 +44,96 @@ inline std::optional<std::size_t> bounded_size(const Shape& shape, std::size_t l
 // JSON as xgrad reads and writes it: keys keep the order they were written in.
 using Json = nlohmann::ordered_json;
 
-// The values of a node's inputs, in order.
-template <class T>
-using Args = std::vector<const xt::xarray<T>*>;
+// One output of one node: node `node`'s output `output` (0 for the many ops with one output).
+struct Slot {
+  std::size_t node = 0;
+  std::size_t output = 0;
+  friend bool operator==(const Slot& a, const Slot& b) { return a.node == b.node && a.output == b.output; }
+  friend bool operator!=(const Slot& a, const Slot& b) { return !(a == b); }
+};
 
-// What a VJP rule may read: the node's inputs x, its output y, the gradient grad_out of the loss
-// w.r.t. y, and which inputs need a gradient (wanted[i] false: return an empty Var for input i).
+// The values of a node's inputs, in order. An input that is an index leaf (Graph::indices) is a
+// null pointer here and its int64 array is indices[i]; indices is empty when no input is one.
+// Only an op that accepts indices at i (Op::accepts_indices) ever sees one.
+template <class T>
+struct Args : std::vector<const xt::xarray<T>*> {
+  using std::vector<const xt::xarray<T>*>::vector;
+  std::vector<const xt::xarray<std::int64_t>*> indices;
+};
+
+// Where a forward writes: one array per output, each already of the shape infer_shapes gave.
+template <class T>
+using Outs = std::vector<xt::xarray<T>*>;
+
+// What a VJP rule may read: the node's inputs x, its outputs ys, the gradients grad_outs of the
+// loss w.r.t. each output (an empty Var where none flows), and which inputs need a gradient
+// (wanted[i] false: return an empty Var for input i). y and grad_out are ys[0] and
+// grad_outs[0], all that an op with one output reads.
 template <class T>
 struct VjpArgs {
   const std::vector<Var<T>>& x;
-  const Var<T>& y;
-  const Var<T>& grad_out;
+  const std::vector<Var<T>>& ys;
+  const std::vector<Var<T>>& grad_outs;
   const std::vector<bool>& wanted;
+  const Var<T>& y = ys[0];
+  const Var<T>& grad_out = grad_outs[0];
 };
 
 // An operation: a pure function of its inputs and typed attributes. One Op object serves float
-// and double graphs alike (the float32 -> float64 replay of gradcheck shares it).
+// and double graphs alike (the float32 -> float64 replay of gradcheck shares it). Most ops have
+// one output and derive from OpFor<Derived> below; an op with several derives from
+// OpFor<Derived, N> and writes infer_shapes.
 class Op {
  public:
   virtual ~Op() = default;
   virtual std::string name() const = 0;  // lowercase, as in the file name and the JSON "op"
   virtual std::size_t arity() const = 0;
-  // The output shape for these input shapes; throws xgrad::error naming the shapes if they are
-  // invalid. The graph prefixes the message with "<op> (node N): ".
-  virtual Shape infer_shape(const std::vector<Shape>& x) const = 0;
-  // Writes the output into y, which already has the shape infer_shape returned.
-  virtual void forward(const Args<float>& x, xt::xarray<float>& y) const = 0;
-  virtual void forward(const Args<double>& x, xt::xarray<double>& y) const = 0;
+  virtual std::size_t output_count() const { return 1; }
+  // The shape of each output for these input shapes; throws xgrad::error naming the shapes if
+  // they are invalid. The graph prefixes the message with "<op> (node N): ". An op with one
+  // output writes infer_shape instead.
+  virtual std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const { return {infer_shape(x)}; }
+  virtual Shape infer_shape(const std::vector<Shape>& x) const;
+  // Writes each output into y[k], which already has the shape infer_shapes gave. May throw
+  // xgrad::error for input values it rejects (an id out of range), naming the position and the
+  // value; the graph prefixes it as a shape error ("<op> (node N): "). Code it runs on the
+  // thread pool may throw too (detail::parallel_for hands the first throw to the caller).
+  virtual void forward(const Args<float>& x, const Outs<float>& y) const = 0;
+  virtual void forward(const Args<double>& x, const Outs<double>& y) const = 0;
+  // forward for an op with one output, for callers outside the graph (tests, benchmarks).
+  template <class T>
+  void forward(const Args<T>& x, xt::xarray<T>& y) const { forward(x, Outs<T>{&y}); }
   // Builds, as ordinary nodes of the same graph, one gradient per input (empty if not wanted).
   virtual std::vector<Var<float>> vjp(const VjpArgs<float>& a) const = 0;
   virtual std::vector<Var<double>> vjp(const VjpArgs<double>& a) const = 0;
+  // True if input i may be an index leaf (int64 values, Graph::indices); such an input is never
+  // differentiated. The graph refuses index inputs anywhere else.
+  virtual bool accepts_indices(std::size_t i) const {
+    (void)i;
+    return false;
+  }
   // True if forward(x, y) is also right when y is the very array x[i] (same shape): the op reads
   // each element of its inputs, or a whole row of them, before it writes the output there.
   // Lean replays (Graph::keep_only) then write the output over input i when nothing reads that
-  // input later. An op that returns true is added to the aliasing test
-  // (lean/ops_that_overwrite_inputs_give_the_same_bits); the property test fails otherwise.
+  // input later. Only ops with one output are asked. An op that returns true is added to the
+  // aliasing test (lean/ops_that_overwrite_inputs_give_the_same_bits); the property test fails
+  // otherwise.
   virtual bool overwrites_input(std::size_t i) const {
     (void)i;
     return false;
   }
   // Typed attributes, for export; {} when the op has none. The op's factory reads them back.
   virtual Json attrs() const { return Json::object(); }
-  // The cost of one forward on inputs of shapes x giving an output of shape y, in element
+  // The cost of one forward on inputs of shapes x giving outputs of shapes y, in element
   // visits: an element read or written by a pass over memory. The default counts the elements
-  // of the inputs and the output; an op whose forward does more per element says so (matmul
+  // of the inputs and the outputs; an op whose forward does more per element says so (matmul
   // counts its multiply-adds, the fused attention the weights it computes tile by tile). An
   // import sums it over the nodes and refuses a graph above its work limit (max_import_work)
   // before it runs any node, so that a small file cannot make it compute without bound.
-  virtual double work(const std::vector<Shape>& x, const Shape& y) const {
-    double count = element_count(y);
+  virtual double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const {
+    double count = 0;
     for (const auto& s : x) count += element_count(s);
+    for (const auto& s : y) count += element_count(s);
     return count;
   }
 
@@ -106,19 +148,36 @@ class Op {
   }
 };
 
-// Routes both dtypes to one pair of member templates of Derived:
+inline Shape Op::infer_shape(const std::vector<Shape>&) const {
+  throw error("has " + std::to_string(output_count()) + " outputs: it writes infer_shapes, not infer_shape");
+}
+
+// Routes both dtypes to one pair of member templates of Derived. With one output (Outputs = 1):
 //   template <class T> void run_forward(const Args<T>& x, xt::xarray<T>& y) const;
+// with several:
+//   template <class T> void run_forward(const Args<T>& x, const Outs<T>& y) const;
+// and in both cases
 //   template <class T> std::vector<Var<T>> run_vjp(const VjpArgs<T>& a) const;
-template <class Derived>
+template <class Derived, std::size_t Outputs = 1>
 class OpFor : public Op {
  public:
-  void forward(const Args<float>& x, xt::xarray<float>& y) const final { self().run_forward(x, y); }
-  void forward(const Args<double>& x, xt::xarray<double>& y) const final { self().run_forward(x, y); }
+  std::size_t output_count() const final { return Outputs; }
+  void forward(const Args<float>& x, const Outs<float>& y) const final { run(x, y); }
+  void forward(const Args<double>& x, const Outs<double>& y) const final { run(x, y); }
+  using Op::forward;
   std::vector<Var<float>> vjp(const VjpArgs<float>& a) const final { return self().run_vjp(a); }
   std::vector<Var<double>> vjp(const VjpArgs<double>& a) const final { return self().run_vjp(a); }
 
  private:
   const Derived& self() const { return static_cast<const Derived&>(*this); }
+  template <class T>
+  void run(const Args<T>& x, const Outs<T>& y) const {
+    if constexpr (Outputs == 1) {
+      self().run_forward(x, *y[0]);
+    } else {
+      self().run_forward(x, y);
+    }
+  }
 };
 
 }  // namespace xgrad

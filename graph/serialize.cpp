@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <type_traits>
 
 #include <xtensor/xbuilder.hpp>
 
@@ -33,7 +34,9 @@ constexpr const char* diagnostics = "diagnostics";
 }  // namespace key
 
 constexpr const char* format_name = "xgrad-graph";
-constexpr long format_version = 1;
+// Version 2: nodes with several outputs (each with its shape, grad_of and data), inputs and names
+// as [node, output] pairs, index leaves. Version 1 (one output a node, ids alone) still imports.
+constexpr long format_version = 2;
 
 template <class S>
 Json shape_json(const S& shape) {
@@ -42,11 +45,19 @@ Json shape_json(const S& shape) {
   return j;
 }
 
-template <class T>
-Json value_json(const xt::xarray<T>& v) {
+Json slot_json(const Slot& s) { return Json::array({s.node, s.output}); }
+
+template <class A>
+Json data_json(const A& v) {
   Json data = Json::array();
-  for (std::size_t i = 0; i < v.size(); ++i) data.push_back(encode_number(static_cast<double>(v.data()[i])));
-  return Json{{key::shape, shape_json(v.shape())}, {key::data, std::move(data)}};
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if constexpr (std::is_integral_v<typename A::value_type>) {
+      data.push_back(v.data()[i]);
+    } else {
+      data.push_back(encode_number(static_cast<double>(v.data()[i])));
+    }
+  }
+  return data;
 }
 
 // Attribute values are numbers, booleans, or arrays of them; non-finite numbers become strings.
@@ -65,13 +76,11 @@ Json encode_attrs(const Json& attrs) {
   return out;
 }
 
-// Checks a stored value, {"shape", "data"}, and writes its numbers to `out` when given (an array
-// of its shape). Returns its shape. Checked without `out` first, nothing is allocated for it.
-template <class T>
-Shape decode_value(const JsonCursor& c, T* out = nullptr) {
-  c.check_object({key::shape, key::data});
-  const Shape shape = c[key::shape].shape();
-  const JsonCursor data = c[key::data];
+// Checks the numbers of a stored value of this shape (the "data" array) and writes them to `out`
+// when given (an array of that shape). Checked without `out` first, nothing is allocated for it.
+// V is T, or std::int64_t for an index leaf (integers only).
+template <class V>
+void decode_data(const JsonCursor& data, const Shape& shape, V* out = nullptr) {
   std::size_t count = 1;
   for (auto d : shape) count *= d;
   if (data.array_size() != count) {
@@ -81,24 +90,27 @@ Shape decode_value(const JsonCursor& c, T* out = nullptr) {
   const Json& raw = data.json();
   for (std::size_t i = 0; i < count; ++i) {
     const Json& e = raw[i];
-    // The common case without building a cursor; anything else goes through one for its message.
-    const double x = e.is_number() ? e.get<double>() : data[i].number();
-    if (std::isfinite(x) && std::abs(x) > static_cast<double>(std::numeric_limits<T>::max())) {
-      data[i].fail("out of the range of " + std::string(dtype_name<T>()));
+    if constexpr (std::is_integral_v<V>) {
+      // Indices: JSON integers only (a number like 2.0 or 1e30 is refused by integer()).
+      const long x = e.is_number_integer() && !e.is_number_unsigned() ? e.get<long>() : data[i].integer();
+      if (out) out[i] = static_cast<V>(x);
+    } else {
+      // The common case without building a cursor; anything else goes through one for its message.
+      const double x = e.is_number() ? e.get<double>() : data[i].number();
+      if (std::isfinite(x) && std::abs(x) > static_cast<double>(std::numeric_limits<V>::max())) {
+        data[i].fail("out of the range of " + std::string(dtype_name<V>()));
+      }
+      if (out) out[i] = static_cast<V>(x);
     }
-    if (out) out[i] = static_cast<T>(x);
   }
-  return shape;
 }
 
-template <class T>
-xt::xarray<T> value_of(const JsonCursor& c) {
-  xt::xarray<T> v = xt::xarray<T>::from_shape(c[key::shape].shape());
-  decode_value<T>(c, v.data());
+template <class V>
+xt::xarray<V> data_of(const JsonCursor& data, const Shape& shape) {
+  xt::xarray<V> v = xt::xarray<V>::from_shape(shape);
+  decode_data<V>(data, shape, v.data());
   return v;
 }
-
-bool is_leaf_op(const std::string& op) { return op == "input" || op == "parameter" || op == "constant"; }
 
 std::size_t earlier_node(const JsonCursor& c, std::size_t self) {
   const std::size_t id = c.index();
@@ -137,22 +149,97 @@ struct Budget {
   }
 };
 
+// One output of a node of the format: its shape, the slot it is the gradient of, its stored data.
+struct OutputSpec {
+  Shape shape;
+  std::optional<Slot> grad_of;
+  std::optional<JsonCursor> data;
+};
+
 // A node of the format, read and checked against the nodes before it.
 struct NodeSpec {
   std::string op, name;
   Role role = Role::forward;
   std::shared_ptr<const Op> made;  // null for a leaf
-  std::vector<std::size_t> inputs;
-  Shape shape;
-  std::optional<std::size_t> grad_of;
-  std::optional<JsonCursor> value;
+  std::vector<Slot> inputs;
+  std::vector<OutputSpec> outputs;
   double work = 0;  // Op::work of its forward
 };
 
+// The reading of one version: where a node's inputs, outputs and gradient marks are.
+class NodeReader {
+ public:
+  NodeReader(long version, const std::vector<NodeSpec>& before) : m_version(version), m_before(before) {}
+
+  // An output of an earlier node: [node, output] (version 2) or a node id (version 1).
+  Slot slot(const JsonCursor& c, std::size_t self) const {
+    Slot s;
+    if (m_version == 1) {
+      s.node = earlier_node(c, self);
+    } else {
+      if (c.array_size() != 2) c.fail("expected [node, output], an array of 2 integers");
+      s.node = earlier_node(c[std::size_t(0)], self);
+      s.output = c[std::size_t(1)].index();
+    }
+    const std::size_t outputs = m_before[s.node].outputs.size();
+    if (s.output >= outputs) {
+      c.fail("refers to output " + std::to_string(s.output) + " of node " + std::to_string(s.node) + ", which has " +
+             std::to_string(outputs));
+    }
+    return s;
+  }
+
+  // The keys of a node, with the outputs read into n.
+  template <class V>
+  void read_outputs(const JsonCursor& c, std::size_t self, NodeSpec& n) const {
+    if (m_version == 1) {
+      c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::shape},
+                     {key::grad_of, key::value});
+      OutputSpec& out = n.outputs.emplace_back();
+      out.shape = c[key::shape].shape();
+      if (auto gc = c.find(key::grad_of)) out.grad_of = slot(*gc, self);
+      if (auto vc = c.find(key::value)) {
+        vc->check_object({key::shape, key::data});
+        const Shape stored = (*vc)[key::shape].shape();
+        decode_data<V>((*vc)[key::data], stored);
+        if (stored != out.shape) (*vc)[key::shape].fail("is " + shape_str(stored) + ", the node's shape is " + shape_str(out.shape));
+        out.data = (*vc)[key::data];
+      }
+      return;
+    }
+    c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::outputs});
+    const JsonCursor outs = c[key::outputs];
+    for (std::size_t k = 0, m = outs.array_size(); k < m; ++k) {
+      const JsonCursor o = outs[k];
+      o.check_object({key::shape}, {key::grad_of, key::data});
+      OutputSpec& out = n.outputs.emplace_back();
+      out.shape = o[key::shape].shape();
+      if (auto gc = o.find(key::grad_of)) out.grad_of = slot(*gc, self);
+      if (auto dc = o.find(key::data)) {
+        decode_data<V>(*dc, out.shape);
+        out.data = *dc;
+      }
+    }
+  }
+
+  // Where a message about output k's shape points.
+  JsonCursor shape_at(const JsonCursor& c, std::size_t k) const {
+    return m_version == 1 ? c[key::shape] : c[key::outputs][k][key::shape];
+  }
+  JsonCursor grad_of_at(const JsonCursor& c, std::size_t k) const {
+    return m_version == 1 ? c[key::grad_of] : c[key::outputs][k][key::grad_of];
+  }
+  long version() const { return m_version; }
+
+ private:
+  long m_version;
+  const std::vector<NodeSpec>& m_before;
+};
+
 template <class T>
-NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, const std::vector<NodeSpec>& before) {
-  c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::shape},
-                 {key::grad_of, key::value});
+NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op, const NodeReader& reader,
+                   const std::vector<NodeSpec>& before) {
+  c.expect_object();
   NodeSpec n;
   const std::size_t id = c[key::id].index();
   if (id != i) {
@@ -166,44 +253,70 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
   const std::optional<Role> role = role_from_name(role_c.string());
   if (!role) role_c.fail("unknown role \"" + role_c.string() + "\"");
   n.role = *role;
+  const bool index_leaf = n.op == index_leaf_op;
+  if (index_leaf && reader.version() == 1) c[key::op].fail("version 1 has no index leaves");
+  if (index_leaf) {
+    reader.read_outputs<std::int64_t>(c, i, n);
+  } else {
+    reader.read_outputs<T>(c, i, n);
+  }
   const JsonCursor inputs_c = c[key::inputs];
-  for (std::size_t j = 0, m = inputs_c.array_size(); j < m; ++j) n.inputs.push_back(earlier_node(inputs_c[j], i));
+  for (std::size_t j = 0, m = inputs_c.array_size(); j < m; ++j) n.inputs.push_back(reader.slot(inputs_c[j], i));
   const JsonCursor attrs = c[key::attrs];
   attrs.expect_object();  // the op's factory checks the keys
-  n.shape = c[key::shape].shape();
-  if (auto gc = c.find(key::grad_of)) n.grad_of = earlier_node(*gc, i);
-  if (auto vc = c.find(key::value)) {
-    const Shape stored = decode_value<T>(*vc);
-    if (stored != n.shape) (*vc)[key::shape].fail("is " + shape_str(stored) + ", the node's shape is " + shape_str(n.shape));
-    n.value = *vc;
-  }
-  if (is_leaf_op(n.op)) {
-    if (role_name(n.role) != n.op) role_c.fail("a leaf \"" + n.op + "\" has role \"" + role_c.string() + "\"");
+  if (is_leaf_op_name(n.op)) {
+    // An input, parameter or constant has its op as its role; an index leaf is an input.
+    if (role_c.string() != (index_leaf ? role_name(Role::input) : n.op.c_str())) {
+      role_c.fail("a leaf \"" + n.op + "\" has role \"" + role_c.string() + "\"");
+    }
     if (!n.inputs.empty()) inputs_c.fail("a leaf has no inputs");
     if (!attrs.json().empty()) attrs.fail("a leaf has no attributes");
+    if (n.outputs.size() != 1) c[key::outputs].fail("a leaf has 1 output, not " + std::to_string(n.outputs.size()));
     return n;
   }
   if (n.role != Role::forward && n.role != Role::backward) {
     role_c.fail("op \"" + n.op + "\" is not a leaf: its role is \"forward\" or \"backward\"");
   }
-  if (n.role == Role::forward && n.grad_of) c[key::grad_of].fail("a forward node is no gradient");
+  for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+    if (n.role == Role::forward && n.outputs[k].grad_of) reader.grad_of_at(c, k).fail("a forward node is no gradient");
+  }
   n.made = make_op(n.op, attrs);
   if (!n.made) c[key::op].fail("unknown op \"" + n.op + "\"");
   if (n.inputs.size() != n.made->arity()) {
     inputs_c.fail(n.op + " takes " + std::to_string(n.made->arity()) + " inputs, got " + std::to_string(n.inputs.size()));
   }
+  if (n.outputs.size() != n.made->output_count()) {
+    if (reader.version() == 1) {
+      c[key::op].fail("a version 1 " + n.op + " node has one output; this version's " + n.op + " has " +
+                      std::to_string(n.made->output_count()) + ": export the graph again");
+    }
+    c[key::outputs].fail(n.op + " has " + std::to_string(n.made->output_count()) + " outputs, got " +
+                         std::to_string(n.outputs.size()));
+  }
   std::vector<Shape> in_shapes;
-  for (std::size_t in : n.inputs) in_shapes.push_back(before[in].shape);
-  Shape computed;
+  for (const Slot& in : n.inputs) {
+    const NodeSpec& x = before[in.node];
+    if (x.op == index_leaf_op && !n.made->accepts_indices(in_shapes.size())) {
+      inputs_c[in_shapes.size()].fail("node " + std::to_string(in.node) + " is an index leaf; " + n.op +
+                                      " takes " + dtype_name<T>() + " values there");
+    }
+    in_shapes.push_back(x.outputs[in.output].shape);
+  }
+  std::vector<Shape> computed;
   try {
-    computed = n.made->infer_shape(in_shapes);
+    computed = n.made->infer_shapes(in_shapes);
   } catch (const error& e) {
     c.fail(n.op + ": " + e.what());
   }
-  if (computed != n.shape) {
-    c[key::shape].fail("declared " + shape_str(n.shape) + ", but " + n.op + " of its inputs gives " + shape_str(computed));
+  std::vector<Shape> declared;
+  for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+    if (k < computed.size() && computed[k] != n.outputs[k].shape) {
+      reader.shape_at(c, k).fail("declared " + shape_str(n.outputs[k].shape) + ", but " + n.op + " of its inputs gives " +
+                                 shape_str(computed[k]));
+    }
+    declared.push_back(n.outputs[k].shape);
   }
-  n.work = n.made->work(in_shapes, n.shape);
+  n.work = n.made->work(in_shapes, declared);
   return n;
 }
 
@@ -211,49 +324,57 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
 // applied to its inputs, which runs its forward.
 template <class T>
 void build_node(const NodeSpec& n, Graph<T>& g) {
-  if (!n.made) {
-    xt::xarray<T> v = n.value ? value_of<T>(*n.value) : xt::xarray<T>(xt::zeros<T>(n.shape));
+  const OutputSpec& first = n.outputs[0];
+  if (n.op == index_leaf_op) {
+    g.indices(n.name, first.data ? data_of<std::int64_t>(*first.data, first.shape)
+                                 : xt::xarray<std::int64_t>(xt::zeros<std::int64_t>(first.shape)));
+  } else if (!n.made) {
+    xt::xarray<T> v = first.data ? data_of<T>(*first.data, first.shape) : xt::xarray<T>(xt::zeros<T>(first.shape));
     if (n.role == Role::input) g.input(n.name, std::move(v));
     else if (n.role == Role::parameter) g.parameter(n.name, std::move(v));
     else g.constant(n.name, std::move(v));
   } else {
     std::vector<Var<T>> inputs;
-    for (std::size_t in : n.inputs) inputs.push_back(g.var(in));
+    for (const Slot& in : n.inputs) inputs.push_back(g.var(in));
     std::optional<typename Graph<T>::BackwardScope> scope;
     if (n.role == Role::backward) scope.emplace(g);
     g.apply(n.made, inputs);
   }
-  if (n.grad_of) g.set_grad_of(g.size() - 1, *n.grad_of);
+  for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+    if (n.outputs[k].grad_of) g.set_grad_of(Slot{g.size() - 1, k}, *n.outputs[k].grad_of);
+  }
 }
 
-// The "outputs" or "grads" object: each name and the id of a node of a graph of `count` nodes.
-std::vector<std::pair<std::string, std::size_t>> read_names(const JsonCursor& c, std::size_t count) {
+// The "outputs" or "grads" object: each name and the output it names.
+std::vector<std::pair<std::string, Slot>> read_names(const JsonCursor& c, const NodeReader& reader, std::size_t count) {
   c.expect_object();
-  std::vector<std::pair<std::string, std::size_t>> names;
+  std::vector<std::pair<std::string, Slot>> names;
   for (const auto& item : c.json().items()) {
-    const JsonCursor id_c(item.value(), c.path() + "." + item.key());
+    const JsonCursor slot_c(item.value(), c.path() + "." + item.key());
+    const JsonCursor id_c = reader.version() == 1 ? slot_c : slot_c[std::size_t(0)];
+    if (reader.version() != 1) slot_c.array_size();
     const std::size_t id = id_c.index();
     if (id >= count) id_c.fail("refers to node " + std::to_string(id) + " of a graph of " + std::to_string(count));
-    names.emplace_back(item.key(), id);
+    names.emplace_back(item.key(), reader.slot(slot_c, count));
   }
   return names;
 }
 
-// The top level: format, version and dtype checked; returns the nodes.
+// The top level: format, version and dtype checked; returns the version.
 template <class T>
-JsonCursor check_header(const JsonCursor& root) {
+long check_header(const JsonCursor& root) {
   root.check_object({key::format, key::version, key::dtype, key::nodes, key::outputs, key::grads}, {key::diagnostics});
   if (auto d = root.find(key::diagnostics)) d->array_size();
   const std::string format = root[key::format].string();
   if (format != format_name) root[key::format].fail("expected \"" + std::string(format_name) + "\", got \"" + format + "\"");
   const long version = root[key::version].integer();
-  if (version != format_version) {
+  if (version != 1 && version != format_version) {
     root[key::version].fail("version " + std::to_string(version) + " is not supported (this is version " +
-                            std::to_string(format_version) + ")");
+                            std::to_string(format_version) + ", and reads version 1 too)");
   }
   const std::string dtype = graph_json_dtype(root.json());
   if (dtype != dtype_name<T>()) root[key::dtype].fail("the graph is " + dtype + ", asked to read it as " + dtype_name<T>());
-  return root[key::nodes];
+  return version;
 }
 
 }  // namespace
@@ -274,6 +395,8 @@ const char* values_name(ExportValues values) {
   return "?";
 }
 
+namespace detail {
+
 template <class T>
 Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> diagnostics) {
   g.require_values("export");
@@ -285,18 +408,24 @@ Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> d
     j[key::op] = n.op_name();
     j[key::name] = n.name;
     j[key::role] = role_name(n.role);
-    j[key::inputs] = shape_json(n.inputs);
+    Json inputs = Json::array();
+    for (const Slot& in : n.inputs) inputs.push_back(slot_json(in));
+    j[key::inputs] = std::move(inputs);
     j[key::attrs] = n.op ? encode_attrs(n.op->attrs()) : Json::object();
-    j[key::shape] = shape_json(n.value.shape());
-    if (n.grad_of) j[key::grad_of] = *n.grad_of;
-    if (values == ExportValues::all || (values == ExportValues::inputs && n.is_leaf())) {
-      j[key::value] = value_json(n.value);
+    const bool with_data = values == ExportValues::all || (values == ExportValues::inputs && n.is_leaf());
+    Json outputs = Json::array();
+    for (std::size_t k = 0; k < n.output_count(); ++k) {
+      Json out{{key::shape, shape_json(n.shape(k))}};
+      if (n.grad_of(k)) out[key::grad_of] = slot_json(*n.grad_of(k));
+      if (with_data) out[key::data] = n.index_leaf ? data_json(n.indices) : data_json(n.value(k));
+      outputs.push_back(std::move(out));
     }
+    j[key::outputs] = std::move(outputs);
     nodes.push_back(std::move(j));
   }
   Json outputs = Json::object(), grads = Json::object();
-  for (const auto& [name, id] : g.outputs()) outputs[name] = id;
-  for (const auto& [name, id] : g.grads()) grads[name] = id;
+  for (const auto& [name, slot] : g.outputs()) outputs[name] = slot_json(slot);
+  for (const auto& [name, slot] : g.grads()) grads[name] = slot_json(slot);
   Json j{{key::format, format_name}, {key::version, format_version}, {key::dtype, dtype_name<T>()},
          {key::nodes, std::move(nodes)}, {key::outputs, std::move(outputs)}, {key::grads, std::move(grads)}};
   if (diagnostics) j[key::diagnostics] = std::move(*diagnostics);
@@ -309,38 +438,58 @@ void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, st
   if (g.size() != 0) throw error("graph_from_json: the graph to fill already has nodes");
   if (!(max_work >= 0 && max_work <= 1e300)) throw error("graph_from_json: max_work must be a finite number >= 0, got " + std::to_string(max_work));
   const JsonCursor root(json, "");
-  const JsonCursor nodes = check_header<T>(root);
+  const long version = check_header<T>(root);
+  const JsonCursor nodes = root[key::nodes];
   // First every node is read, checked and charged, without running any; then the graph is built.
   Budget budget{max_elements, max_work};
   const std::size_t count = nodes.array_size();
   std::vector<NodeSpec> specs;
   specs.reserve(count);
+  const NodeReader reader(version, specs);
   for (std::size_t i = 0; i < count; ++i) {
-    specs.push_back(read_node<T>(nodes[i], i, make_op, specs));
-    budget.charge_elements(nodes[i], specs.back().shape);
+    specs.push_back(read_node<T>(nodes[i], i, make_op, reader, specs));
+    for (const OutputSpec& out : specs.back().outputs) budget.charge_elements(nodes[i], out.shape);
     if (specs.back().made) budget.charge_work(nodes[i], specs.back().op, specs.back().work);
   }
-  const auto outputs = read_names(root[key::outputs], count);
-  const auto grads = read_names(root[key::grads], count);
+  const auto outputs = read_names(root[key::outputs], reader, count);
+  const auto grads = read_names(root[key::grads], reader, count);
   for (const NodeSpec& n : specs) build_node(n, g);
-  for (const auto& [name, id] : outputs) g.set_output(name, g.var(id));
-  for (const auto& [name, id] : grads) g.set_grad(name, g.var(id));
+  for (const auto& [name, slot] : outputs) g.set_output(name, g.var(slot));
+  for (const auto& [name, slot] : grads) g.set_grad(name, g.var(slot));
 }
 
+}  // namespace detail
+
 template <class T>
-std::vector<std::optional<xt::xarray<T>>> stored_values(const Json& json) {
-  const JsonCursor nodes = check_header<T>(JsonCursor(json, ""));
-  std::vector<std::optional<xt::xarray<T>>> values(nodes.array_size());
+std::vector<std::vector<std::optional<xt::xarray<T>>>> stored_values(const Json& json) {
+  const JsonCursor root(json, "");
+  const long version = check_header<T>(root);
+  const JsonCursor nodes = root[key::nodes];
+  std::vector<std::vector<std::optional<xt::xarray<T>>>> values(nodes.array_size());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (auto vc = nodes[i].find(key::value)) values[i] = value_of<T>(*vc);
+    const JsonCursor n = nodes[i];
+    if (n[key::op].string() == index_leaf_op) {
+      values[i].resize(1);
+      continue;
+    }
+    if (version == 1) {
+      values[i].resize(1);
+      if (auto vc = n.find(key::value)) values[i][0] = data_of<T>((*vc)[key::data], (*vc)[key::shape].shape());
+      continue;
+    }
+    const JsonCursor outs = n[key::outputs];
+    values[i].resize(outs.array_size());
+    for (std::size_t k = 0; k < values[i].size(); ++k) {
+      if (auto dc = outs[k].find(key::data)) values[i][k] = data_of<T>(*dc, outs[k][key::shape].shape());
+    }
   }
   return values;
 }
 
 #define XGRAD_INSTANTIATE_SERIALIZE(T)                                                        \
-  template Json graph_to_json(const Graph<T>&, ExportValues, std::optional<Json>);           \
-  template void graph_from_json(const Json&, const OpFactory&, Graph<T>&, std::size_t, double); \
-  template std::vector<std::optional<xt::xarray<T>>> stored_values(const Json&);
+  template Json detail::graph_to_json(const Graph<T>&, ExportValues, std::optional<Json>);           \
+  template void detail::graph_from_json(const Json&, const OpFactory&, Graph<T>&, std::size_t, double); \
+  template std::vector<std::vector<std::optional<xt::xarray<T>>>> stored_values(const Json&);
 XGRAD_INSTANTIATE_SERIALIZE(float)
 XGRAD_INSTANTIATE_SERIALIZE(double)
 #undef XGRAD_INSTANTIATE_SERIALIZE

@@ -8,7 +8,6 @@
 #include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/scale.hpp>
-#include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/transpose.hpp>
 
@@ -16,44 +15,26 @@ namespace xgrad {
 
 namespace {
 
+// The checks of attention's inputs, one rule with flash_attention's (detail::attention_dims),
+// made before the first node is built; messages start "attention: ".
 template <class T>
 void check_attention_inputs(const Var<T>& q, const Var<T>& k, const Var<T>& v) {
   detail::check_one_graph<T>("attention", {{"q", &q}, {"k", &k}, {"v", &v}});
-  const auto shape = [](const Var<T>& x) {
-    return Shape(x.value().shape().begin(), x.value().shape().end());
-  };
-  const Shape qs = shape(q), ks = shape(k), vs = shape(v);
-  const auto node = [](const char* name, const Var<T>& x, const Shape& s) {
-    return std::string(name) + " (node " + std::to_string(x.id()) + ") is " + shape_str(s);
-  };
-  const std::string all = node("q", q, qs) + ", " + node("k", k, ks) + ", " + node("v", v, vs);
-  if (qs.size() < 2 || ks.size() < 2 || vs.size() < 2) {
-    throw error("attention: q, k and v need rank >= 2 (..., T, d): " + all);
-  }
-  if (qs.size() != ks.size() || qs.size() != vs.size() ||
-      !std::equal(qs.begin(), qs.end() - 2, ks.begin()) ||
-      !std::equal(qs.begin(), qs.end() - 2, vs.begin())) {
-    throw error("attention: batch axes differ (the leading axes of q, k and v must be equal): " + all);
-  }
-  const std::size_t d_k = qs.back(), t_k = ks[ks.size() - 2];
-  if (ks.back() != d_k) {
-    throw error("attention: d_k differs: q has d_k = " + std::to_string(d_k) + ", k has d_k = " +
-                std::to_string(ks.back()) + ": " + all);
-  }
-  if (vs[vs.size() - 2] != t_k) {
-    throw error("attention: T_k differs: k has T_k = " + std::to_string(t_k) + ", v has T_k = " +
-                std::to_string(vs[vs.size() - 2]) + ": " + all);
-  }
-  if (t_k == 0) throw error("attention: T_k = 0, softmax over no keys is undefined: " + all);
-  if (d_k == 0) throw error("attention: d_k = 0, the scale 1/sqrt(d_k) is undefined: " + all);
+  with_context([] { return std::string("attention: "); }, [&] { detail::attention_dims(q.shape(), k.shape(), v.shape()); });
 }
 
 template <class T>
-double checked_scale(const Var<T>& q, std::optional<double> alpha) {
-  if (alpha && !std::isfinite(*alpha)) {
-    throw error("attention: the scale must be finite, got " + number_str(*alpha));
+double checked_scale(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
+  if (alpha) {
+    with_context([] { return std::string("attention: "); }, [&] { detail::check_attention_scale(*alpha); });
+    return *alpha;
   }
-  return alpha.value_or(1.0 / std::sqrt(static_cast<double>(q.value().shape().back())));
+  const std::size_t d_k = q.shape().back();
+  if (d_k == 0) {
+    throw error("attention: d_k = 0, the default scale 1/sqrt(d_k) is undefined: q is " + shape_str(q.shape()) +
+                ", k is " + shape_str(k.shape()) + ", v is " + shape_str(v.shape()));
+  }
+  return 1.0 / std::sqrt(static_cast<double>(d_k));
 }
 
 // The spec's three steps, with the mask's -inf added to the scores when there is one. Every
@@ -62,7 +43,7 @@ template <class T>
 AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha,
                                   const xt::xarray<bool>* mask) {
   check_attention_inputs(q, k, v);
-  const double factor = checked_scale(q, alpha);
+  const double factor = checked_scale(q, k, v, alpha);
   const auto& qs = q.value().shape();
   Shape scores(qs.begin(), qs.end() - 1);
   scores.push_back(k.value().shape()[k.value().dimension() - 2]);
@@ -106,9 +87,8 @@ AttentionNodes<T> masked_attention_nodes(const Var<T>& q, const Var<T>& k, const
 template <class T>
 Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
   check_attention_inputs(q, k, v);
-  const double factor = checked_scale(q, alpha);
-  const Var<T> packed = flash_attention(q, k, v, factor);
-  return slice(packed, -1, 0, v.value().shape().back());
+  const double factor = checked_scale(q, k, v, alpha);
+  return flash_attention(q, k, v, factor).out;
 }
 
 xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k) {

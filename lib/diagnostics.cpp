@@ -7,6 +7,8 @@
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/common.hpp>
+#include <xgrad/ops/softmax.hpp>
+#include <xgrad/ops/softmax_vjp.hpp>
 
 namespace xgrad {
 
@@ -56,11 +58,13 @@ SoftmaxRow row_stats(const T* p, std::size_t n, std::size_t stride, double thres
   return r;
 }
 
-// The axis a softmax node normalises along.
+// The axis a softmax node normalises along, in [0, rank); nullopt for a node that is no softmax.
 template <class T>
-std::size_t axis_of(const Node<T>& softmax) {
-  const Shape shape(softmax.value.shape().begin(), softmax.value.shape().end());
-  return detail::normalize_axis(softmax.op->attrs()["axis"].template get<long>(), shape);
+std::optional<std::size_t> softmax_axis_of(const Node<T>& node) {
+  if (node.is_leaf()) return std::nullopt;
+  const std::optional<long> axis = softmax_axis(*node.op);
+  if (!axis) return std::nullopt;
+  return detail::normalize_axis(*axis, node.shape());
 }
 
 }  // namespace
@@ -77,9 +81,8 @@ std::size_t softmax_row_count(const Graph<T>& g) {
   std::size_t rows = 0;
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& node = g.node(id);
-    if (!node.is_leaf() && node.op->name() == "softmax" && !node.released) {
-      rows += node.value.size() / node.value.shape()[axis_of(node)];
-    }
+    if (node.released) continue;
+    if (const auto axis = softmax_axis_of(node)) rows += node.value().size() / node.value().shape()[*axis];
   }
   return rows;
 }
@@ -96,11 +99,10 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& node = g.node(id);
     if (node.is_leaf()) continue;
-    const std::string op = node.op->name();
-    if (op == "softmax") {
+    if (softmax_axis(*node.op)) {
       softmaxes.push_back(id);
-    } else if (op == "softmax_vjp") {
-      vjp_of[node.inputs[0]] = id;
+    } else if (is_softmax_vjp(*node.op) && node.inputs[0].output == 0) {
+      vjp_of[node.inputs[0].node] = id;
     }
   }
   const std::size_t total_rows = per_row ? softmax_row_count(g) : 0;
@@ -115,21 +117,22 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
     SoftmaxDiagnostics d;
     d.node = id;
     d.threshold = threshold;
-    const Shape shape(node.value.shape().begin(), node.value.shape().end());
-    d.axis = axis_of(node);
+    const Shape shape = node.shape();
+    d.axis = *softmax_axis_of(node);
     d.n = shape[d.axis];
     const auto vjp = vjp_of.find(id);
     const T *grad_in = nullptr, *grad_out = nullptr;
     if (vjp != vjp_of.end()) {
       d.vjp_node = vjp->second;
-      grad_in = g.node(vjp->second).value.data();
-      grad_out = g.node(g.node(vjp->second).inputs[1]).value.data();
+      const Node<T>& vjp_node = g.node(vjp->second);
+      grad_in = vjp_node.value().data();
+      grad_out = g.node(vjp_node.inputs[1].node).value(vjp_node.inputs[1].output).data();
     }
     Accumulator max_weight, entropy, normalized_entropy, effective_support, jacobian_norm, gain;
     std::size_t saturated = 0;
-    const T* p = node.value.data();
+    const T* p = node.value().data();
     const detail::Rows rows = detail::rows_along(shape, d.axis);
-    if (per_row) d.rows.reserve(node.value.size() / d.n);
+    if (per_row) d.rows.reserve(node.value().size() / d.n);
     detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
       SoftmaxRow r = row_stats(p + offset, rows.n, stride, threshold);
       if (grad_in) {

@@ -7,23 +7,14 @@
 
 namespace xgrad {
 
-namespace {
-
-template <class T>
-Var<T> accumulate(const Var<T>& a, const Var<T>& b) {
-  return add(a, b);
-}
-
-}  // namespace
-
 template <class T>
 std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const Var<T>& grad_out) {
-  return backward<T>(y, xs, grad_out, accumulate<T>);
+  return backward<T>(y, xs, grad_out, sum_contributions<T>);
 }
 
 template <class T>
 std::vector<Var<T>> grad(const Var<T>& y, const std::vector<Var<T>>& xs, const xt::xarray<T>& grad_out) {
-  return backward<T>(y, xs, grad_out, accumulate<T>);
+  return backward<T>(y, xs, grad_out, sum_contributions<T>);
 }
 
 template <class T>

@@ -152,8 +152,8 @@ GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs, const 
   const auto& y_shape = y.value().shape();
   const Var<T> seed = ga.input("grad_out", xt::zeros<T>(y_shape));
   std::vector<Var<T>> xa;
-  for (const auto& x : xs) xa.emplace_back(ga, x.id());
-  const std::vector<Var<T>> grads = grad(Var<T>(ga, y.id()), xa, seed);
+  for (const auto& x : xs) xa.emplace_back(ga, x.id(), x.output());
+  const std::vector<Var<T>> grads = grad(Var<T>(ga, y.id(), y.output()), xa, seed);
   const auto vjp = [&](const xt::xarray<double>& v) {
     ga.set_value(seed, xt::cast<T>(v));
     ga.replay();
@@ -161,10 +161,10 @@ GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs, const 
 
   Graph<double> gn;
   gn.copy_from(y.graph(), count);
-  const Var<double> yn(gn, y.id());
+  const Var<double> yn(gn, y.id(), y.output());
   // (y(x_i + eps d) - y(x_i - eps d)) / (2 eps), in float64.
   const auto directional = [&](std::size_t i, const xt::xarray<double>& d) {
-    const Var<double> xn(gn, xs[i].id());
+    const Var<double> xn(gn, xs[i].id(), xs[i].output());
     const xt::xarray<double> x0 = xn.value();
     gn.set_value(xn, x0 + options.eps * d);
     gn.replay();

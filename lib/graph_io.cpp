@@ -60,28 +60,41 @@ std::string saturation_colour(double fraction) {
 template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values) {
   graph.require_values("export");
-  if (values == ExportValues::none) return graph_to_json(graph, values);
+  if (values == ExportValues::none) return detail::graph_to_json(graph, values);
   // The per-row statistics come along when there are at most max_diagnostic_rows rows.
   const bool per_row = softmax_row_count(graph) <= max_diagnostic_rows;
-  return graph_to_json(graph, values, diagnostics_to_json(softmax_diagnostics(graph, 0.99, per_row), per_row));
+  return detail::graph_to_json(graph, values, diagnostics_to_json(softmax_diagnostics(graph, 0.99, per_row), per_row));
 }
 
 Json parse_graph_json(std::string_view text) { return parse_json(text, JsonLimits::max_depth, what); }
 
 template <class T>
-std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements, double max_work) {
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, const ImportOptions& options) {
+  // The registry first, then the caller's factory for the ops it does not know.
+  const OpFactory ops = [&](const std::string& name, const JsonCursor& attrs) {
+    std::shared_ptr<const Op> op = make_op(name, attrs);
+    if (!op && options.ops) op = options.ops(name, attrs);
+    return op;
+  };
   auto graph = std::make_unique<Graph<T>>();
-  try {
-    graph_from_json(json, make_op, *graph, max_elements, max_work);
-  } catch (const error& e) {
-    throw error(what + ": " + e.what());
-  }
+  with_context([] { return what + ": "; },
+               [&] { detail::graph_from_json(json, ops, *graph, options.max_elements, options.max_work); });
   return graph;
 }
 
 template <class T>
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements, double max_work) {
+  return graph_from_parsed_json<T>(json, ImportOptions{nullptr, max_elements, max_work});
+}
+
+template <class T>
+std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, const ImportOptions& options) {
+  return graph_from_parsed_json<T>(parse_graph_json(text), options);
+}
+
+template <class T>
 std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max_elements, double max_work) {
-  return graph_from_parsed_json<T>(parse_graph_json(text), max_elements, max_work);
+  return graph_from_parsed_json<T>(parse_graph_json(text), ImportOptions{nullptr, max_elements, max_work});
 }
 
 template <class T>
@@ -99,7 +112,7 @@ std::string to_dot(const Graph<T>& g) {
     std::string label = n.op_name();
     if (!n.name.empty()) label += "\n" + n.name;
     if (n.op && !attrs_line(n.op->attrs()).empty()) label += "\n" + attrs_line(n.op->attrs());
-    label += "\n" + shape_str(n.value.shape());
+    for (std::size_t k = 0; k < n.output_count(); ++k) label += "\n" + shape_str(n.shape(k));
     const auto s = saturated.find(i);
     if (s != saturated.end()) label += "\nsaturated " + std::to_string(static_cast<int>(std::lround(100 * s->second))) + "%";
     out << "    n" << i << " [label=\"" << dot_escape(label) << "\"";
@@ -118,17 +131,19 @@ std::string to_dot(const Graph<T>& g) {
   }
   out << "  }\n";
   for (std::size_t i = 0; i < g.size(); ++i) {
-    for (std::size_t in : g.node(i).inputs) out << "  n" << in << " -> n" << i << ";\n";
+    for (const Slot& in : g.node(i).inputs) out << "  n" << in.node << " -> n" << i << ";\n";
   }
   for (std::size_t i = 0; i < g.size(); ++i) {
-    if (const auto of = g.node(i).grad_of) {
-      out << "  n" << i << " -> n" << *of
+    for (const auto& o : g.node(i).outputs) {
+      if (!o.grad_of) continue;
+      out << "  n" << i << " -> n" << o.grad_of->node
           << " [style=dashed, color=\"#e6a15c\", arrowhead=empty, constraint=false];\n";
     }
   }
   // Named outputs and gradients: a plain label tied to the node by a dotted line.
-  const auto names = [&](const std::map<std::string, std::size_t>& m, const std::string& kind) {
-    for (const auto& [name, id] : m) {
+  const auto names = [&](const std::map<std::string, Slot>& m, const std::string& kind) {
+    for (const auto& [name, slot] : m) {
+      const std::size_t id = slot.node;
       const std::string label = dot_escape(kind + " " + name);
       out << "  \"" << label << "\" [shape=plaintext, style=\"\"];\n  n" << id << " -> \"" << label
           << "\" [style=dotted, arrowhead=none];\n";
@@ -143,7 +158,9 @@ std::string to_dot(const Graph<T>& g) {
 #define XGRAD_INSTANTIATE_GRAPH_IO(T)                                          \
   template Json to_json(const Graph<T>&, ExportValues);                       \
   template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&, std::size_t, double); \
+  template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&, const ImportOptions&); \
   template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view, std::size_t, double);    \
+  template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view, const ImportOptions&);   \
   template std::string to_dot(const Graph<T>&);
 XGRAD_INSTANTIATE_GRAPH_IO(float)
 XGRAD_INSTANTIATE_GRAPH_IO(double)

@@ -1,4 +1,5 @@
-// Graph export and import: JSON (the format of graph/serialize.hpp) and Graphviz DOT.
+// Graph export and import: JSON (docs/graph-format.md, version 2; version 1 files import too)
+// and Graphviz DOT. The one entry point for both: graph/serialize.hpp is the internal layer.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,16 @@ namespace xgrad {
 template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
 
+// How an import makes ops and what it may cost. `ops` is asked, after the op registry
+// (ops/registry.hpp), for an op the registry does not know: an op a program built with
+// Graph::apply and exports (its name() and attrs()) imports again through it. nullptr from
+// it, or no factory, and the op is unknown.
+struct ImportOptions {
+  OpFactory ops = nullptr;
+  std::size_t max_elements = max_array_elements;
+  double max_work = max_import_work;
+};
+
 // Parses and rebuilds an exported graph. Leaves take their stored values (zeros when the export
 // had values = none); every other node is recomputed from them, so export -> import -> replay ->
 // export gives the same string when the values were exported. Throws xgrad::error naming the
@@ -27,6 +38,8 @@ Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
 template <class T>
 std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max_elements = max_array_elements,
                                           double max_work = max_import_work);
+template <class T>
+std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, const ImportOptions& options);
 
 // The same in two steps: parse_graph_json (the depth cap, then nlohmann's parser), after which
 // graph_json_dtype(json) tells which T to rebuild with graph_from_parsed_json<T>(json).
@@ -34,6 +47,12 @@ Json parse_graph_json(std::string_view text);
 template <class T>
 std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, std::size_t max_elements = max_array_elements,
                                                  double max_work = max_import_work);
+template <class T>
+std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, const ImportOptions& options);
+
+// The values stored in an export (see stored_values in graph/serialize.hpp: by node id and
+// output), for comparing a replay with its file; ExportValues, values_name, graph_json_dtype and
+// OpFactory come from there too.
 
 // Graphviz DOT: one box per node (op, name, attributes, shape), inputs as edges, forward nodes
 // in one cluster and backward nodes in another (shaded), a dashed edge from each gradient to the

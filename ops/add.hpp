@@ -14,6 +14,13 @@ namespace xgrad {
 template <class T>
 Var<T> add(const Var<T>& a, const Var<T>& b);
 
+// How gradient contributions to one output combine, for grad() and for the VJP rules that run
+// backward() (graph/backward.hpp's Accumulate): with add.
+template <class T>
+Var<T> sum_contributions(const Var<T>& a, const Var<T>& b) {
+  return add(a, b);
+}
+
 // The op from its exported attributes (ops/registry).
 std::shared_ptr<const Op> make_add_op(const JsonCursor& attrs);
 

@@ -24,7 +24,7 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
   std::size_t arity() const override { return 2; }
   Json attrs() const override { return {{key_fill, m_fill}}; }
   // Each output element also costs 4 visits (an odometer step over the axes: a broadcast mask took 4 ns a visit here without it).
-  double work(const std::vector<Shape>& x, const Shape& y) const override { return Op::work(x, y) + 4 * element_count(y); }
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override { return Op::work(x, y) + 4 * element_count(y[0]); }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     if (!detail::broadcastable(x[1], x[0])) {

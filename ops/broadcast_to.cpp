@@ -25,7 +25,7 @@ class BroadcastToOp final : public OpFor<BroadcastToOp> {
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_shape, m_shape}}; }
   // Each output element also costs 4 visits (an odometer step over the axes: broadcasting to (2^24, 1) took 3.6 ns a visit here without it).
-  double work(const std::vector<Shape>& x, const Shape& y) const override { return Op::work(x, y) + 4 * element_count(y); }
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override { return Op::work(x, y) + 4 * element_count(y[0]); }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     if (!detail::broadcastable(x[0], m_shape)) {

@@ -1,10 +1,10 @@
-// forward: packed = [out | lse],  out = softmax(a q k^T) v,  lse = logsumexp(a q k^T) per query row
-//          (B..., T_q, d_k), (B..., T_k, d_k), (B..., T_k, d_v) -> (B..., T_q, d_v + 1)
+// forward: out = softmax(a q k^T) v,  lse = logsumexp(a q k^T) per query row: two outputs
+//          (B..., T_q, d_k), (B..., T_k, d_k), (B..., T_k, d_v) -> (B..., T_q, d_v), (B..., T_q)
 //          Per tile of query rows: for each tile of keys, S = a Q K^T, then the online softmax
 //          m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m - m') + rowsum P,
 //          acc = acc e^(m - m') + P V; at the end out = acc / l and lse = m + log l.
-// VJP:     grads = flash_attention_vjp(q, k, v, packed, grad_packed), sliced into grad_q, grad_k
-//          and grad_v and reshaped to q's, k's and v's shapes.
+// VJP:     [grad_q, grad_k, grad_v] = flash_attention_vjp(q, k, v, out, lse, grad_out, grad_lse),
+//          one node; zeros stand in for the gradient of an output none reaches.
 // saves:   its output (out and lse); no T_q x T_k array. Scratch: one score tile and one
 //          accumulator tile per thread, kept by the calling thread for the next call.
 #include <xgrad/ops/flash_attention.hpp>
@@ -17,28 +17,31 @@
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/gemm.hpp>
 #include <xgrad/ops/parallel.hpp>
-#include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/row_kernels.hpp>
-#include <xgrad/ops/slice.hpp>
+
+#include <xtensor/xbuilder.hpp>
 
 namespace xgrad {
 
 namespace detail {
 
-FlashDims flash_dims(const Shape& q, const Shape& k, const Shape& v) {
+AttentionDims attention_dims(const Shape& q, const Shape& k, const Shape& v) {
   const std::string all = "q is " + shape_str(q) + ", k is " + shape_str(k) + ", v is " + shape_str(v);
   if (q.size() < 2 || k.size() < 2 || v.size() < 2) throw error("q, k and v need rank >= 2 (..., T, d): " + all);
   if (q.size() != k.size() || q.size() != v.size() || !std::equal(q.begin(), q.end() - 2, k.begin()) ||
       !std::equal(q.begin(), q.end() - 2, v.begin())) {
     throw error("batch axes differ (the leading axes of q, k and v must be equal): " + all);
   }
-  FlashDims d{Shape(q.begin(), q.end() - 2), 1, q[q.size() - 2], k[k.size() - 2], q.back(), v.back()};
-  if (k.back() != d.d_k) throw error("d_k differs: q has d_k = " + std::to_string(d.d_k) + ", k has " + std::to_string(k.back()) + ": " + all);
+  AttentionDims d{Shape(q.begin(), q.end() - 2), 1, q[q.size() - 2], k[k.size() - 2], q.back(), v.back()};
+  if (k.back() != d.d_k) {
+    throw error("d_k differs: q has d_k = " + std::to_string(d.d_k) + ", k has d_k = " + std::to_string(k.back()) + ": " + all);
+  }
   if (v[v.size() - 2] != d.t_k) {
-    throw error("T_k differs: k has T_k = " + std::to_string(d.t_k) + ", v has " + std::to_string(v[v.size() - 2]) + ": " + all);
+    throw error("T_k differs: k has T_k = " + std::to_string(d.t_k) + ", v has T_k = " + std::to_string(v[v.size() - 2]) +
+                ": " + all);
   }
   if (d.t_k == 0) throw error("T_k = 0, softmax over no keys is undefined: " + all);
-  for (std::size_t x : {d.t_q, d.t_k, d.d_k, d.d_v + 1}) {
+  for (std::size_t x : {d.t_q, d.t_k, d.d_k, d.d_v}) {
     if (x > static_cast<std::size_t>(INT_MAX)) throw error("a matrix axis exceeds INT_MAX: " + all);
   }
   for (std::size_t b : d.batch_axes) d.batch *= b;
@@ -46,7 +49,7 @@ FlashDims flash_dims(const Shape& q, const Shape& k, const Shape& v) {
 }
 
 double flash_weights_work(const std::vector<Shape>& x, FlashPass pass) {
-  const FlashDims d = flash_dims(x[0], x[1], x[2]);
+  const AttentionDims d = attention_dims(x[0], x[1], x[2]);
   const double weights = static_cast<double>(d.batch) * static_cast<double>(d.t_q) * static_cast<double>(d.t_k);
   const double dk = static_cast<double>(d.d_k), dv = static_cast<double>(d.d_v);
   // Forward: the scores (d_k each) and the weighted values (d_v). VJP: the scores again, the
@@ -56,7 +59,7 @@ double flash_weights_work(const std::vector<Shape>& x, FlashPass pass) {
   return (pass == FlashPass::forward ? 2 : 4) * weights + Op::multiply_add_work(multiply_adds);
 }
 
-void check_flash_scale(double scale) {
+void check_attention_scale(double scale) {
   if (!std::isfinite(scale)) throw error("the scale must be finite, got " + number_str(scale));
 }
 
@@ -74,11 +77,11 @@ using detail::flash_tile_k;
 template <class T>
 struct ForwardScratch {
   T *scores, *acc, *m, *l;
-  static std::size_t size(const detail::FlashDims& d) {
+  static std::size_t size(const detail::AttentionDims& d) {
     const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
     return bq * bk + bq * d.d_v + 2 * bq;
   }
-  ForwardScratch(const detail::FlashDims& d, T* buffer) {
+  ForwardScratch(const detail::AttentionDims& d, T* buffer) {
     const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
     scores = buffer;
     acc = scores + bq * bk;
@@ -88,12 +91,12 @@ struct ForwardScratch {
 };
 
 // Query rows [i0, i0 + bq) of one batch index: q (t_q, d_k), k (t_k, d_k), v (t_k, d_v) -> those
-// rows of y (t_q, d_v + 1).
+// rows of out (t_q, d_v) and lse (t_q).
 template <class T>
-void flash_forward(const T* q, const T* k, const T* v, T* y, const detail::FlashDims& d, T alpha, std::size_t i0,
-                   std::size_t bq, ForwardScratch<T>& w) {
+void flash_forward(const T* q, const T* k, const T* v, T* out, T* lse, const detail::AttentionDims& d, T alpha,
+                   std::size_t i0, std::size_t bq, ForwardScratch<T>& w) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
-  const std::size_t dv = d.d_v, ldy = dv + 1;
+  const std::size_t dv = d.d_v;
   T *scores = w.scores, *acc = w.acc, *m = w.m, *l = w.l;
   std::fill(m, m + bq, minus_inf);
   std::fill(l, l + bq, T(0));
@@ -118,70 +121,71 @@ void flash_forward(const T* q, const T* k, const T* v, T* y, const detail::Flash
     detail::gemm(false, false, bq, dv, bk, T(1), scores, bk, v + j0 * dv, dv, first ? T(0) : T(1), acc, dv);
   }
   for (std::size_t r = 0; r < bq; ++r) {
-    T* row = y + (i0 + r) * ldy;
+    T* row = out + (i0 + r) * dv;
     if (l[r] == T(0)) {  // every score -inf: out 0, lse -inf, as the composed softmax
       std::fill(row, row + dv, T(0));
-      row[dv] = minus_inf;
+      lse[i0 + r] = minus_inf;
     } else {
       detail::row_scale(acc + r * dv, T(1) / l[r], row, dv, 1);
-      row[dv] = m[r] + std::log(l[r]);
+      lse[i0 + r] = m[r] + std::log(l[r]);
     }
   }
 }
 
-class FlashAttentionOp final : public OpFor<FlashAttentionOp> {
+class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
  public:
   explicit FlashAttentionOp(double scale) : m_scale(scale) {}
 
   std::string name() const override { return "flash_attention"; }
   std::size_t arity() const override { return 3; }
   Json attrs() const override { return {{key_scale, m_scale}}; }
-  double work(const std::vector<Shape>& x, const Shape& y) const override {
+  double scale() const { return m_scale; }
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward);
   }
 
-  Shape infer_shape(const std::vector<Shape>& x) const override {
-    detail::check_flash_scale(m_scale);
-    return detail::flash_dims(x[0], x[1], x[2]).packed_shape();
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
+    detail::check_attention_scale(m_scale);
+    const detail::AttentionDims d = detail::attention_dims(x[0], x[1], x[2]);
+    return {d.out_shape(), d.lse_shape()};
   }
 
   template <class T>
-  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const auto shape = [](const xt::xarray<T>& a) { return Shape(a.shape().begin(), a.shape().end()); };
-    const detail::FlashDims d = detail::flash_dims(shape(*x[0]), shape(*x[1]), shape(*x[2]));
+  void run_forward(const Args<T>& x, const Outs<T>& y) const {
+    const detail::AttentionDims d = detail::attention_dims(shape_of(*x[0]), shape_of(*x[1]), shape_of(*x[2]));
     // Work items: (batch index, tile of queries), independent of each other, split over threads.
     const std::size_t tiles = (d.t_q + flash_tile_q - 1) / flash_tile_q;
     const T alpha = static_cast<T>(m_scale);
     const std::size_t chunks = std::min(detail::parallel_threads(), d.batch * tiles);
-    T* buffer = detail::thread_scratch<T, 0>(chunks * ForwardScratch<T>::size(d));  // here: the threads must not throw
+    T* buffer = detail::thread_scratch<T, 0>(chunks * ForwardScratch<T>::size(d));
     std::vector<ForwardScratch<T>> scratches;
     for (std::size_t c = 0; c < chunks; ++c) scratches.emplace_back(d, buffer + c * ForwardScratch<T>::size(d));
-    detail::parallel_blas_chunks(d.batch * tiles, chunks,
-                                 [&](std::size_t chunk, std::size_t begin, std::size_t end) {
-                                   ForwardScratch<T>& scratch = scratches[chunk];
-                                   for (std::size_t item = begin; item < end; ++item) {
-                                     const std::size_t b = item / tiles, i0 = item % tiles * flash_tile_q;
-                                     flash_forward(x[0]->data() + b * d.t_q * d.d_k, x[1]->data() + b * d.t_k * d.d_k,
-                                                   x[2]->data() + b * d.t_k * d.d_v, y.data() + b * d.t_q * (d.d_v + 1),
-                                                   d, alpha, i0, std::min(flash_tile_q, d.t_q - i0), scratch);
-                                   }
-                                 });
+    T* out = y[0]->data();
+    T* lse = y[1]->data();
+    detail::parallel_blas_chunks(d.batch * tiles, chunks, [&](std::size_t chunk, std::size_t begin, std::size_t end) {
+      ForwardScratch<T>& scratch = scratches[chunk];
+      for (std::size_t item = begin; item < end; ++item) {
+        const std::size_t b = item / tiles, i0 = item % tiles * flash_tile_q;
+        flash_forward(x[0]->data() + b * d.t_q * d.d_k, x[1]->data() + b * d.t_k * d.d_k,
+                      x[2]->data() + b * d.t_k * d.d_v, out + b * d.t_q * d.d_v, lse + b * d.t_q, d, alpha, i0,
+                      std::min(flash_tile_q, d.t_q - i0), scratch);
+      }
+    });
   }
 
+  // One flash_attention_vjp node; zeros for the gradient of an output that none reaches.
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& a) const {
-    const auto shape = [](const Var<T>& x) { return Shape(x.value().shape().begin(), x.value().shape().end()); };
-    const Shape qs = shape(a.x[0]), ks = shape(a.x[1]), vs = shape(a.x[2]);
-    const detail::FlashDims d = detail::flash_dims(qs, ks, vs);
-    const Var<T> grads = flash_attention_vjp(a.x[0], a.x[1], a.x[2], a.y, a.grad_out, m_scale);
-    // grads holds grad_q, grad_k, grad_v one after the other along its last axis.
-    const std::size_t ends[] = {d.t_q * d.d_k, d.t_q * d.d_k + d.t_k * d.d_k, d.grads_size()};
-    const Shape* shapes[] = {&qs, &ks, &vs};
-    std::vector<Var<T>> result(3);
+    Graph<T>& g = a.x[0].graph();
+    std::vector<Var<T>> grad_outs = a.grad_outs;
+    for (std::size_t k = 0; k < 2; ++k) {
+      if (!grad_outs[k].valid()) grad_outs[k] = g.constant("zeros", xt::zeros<T>(a.ys[k].value().shape()));
+    }
+    const FlashGrads<T> grads =
+        flash_attention_vjp(a.x[0], a.x[1], a.x[2], a.ys[0], a.ys[1], grad_outs[0], grad_outs[1], m_scale);
+    std::vector<Var<T>> result = {grads.grad_q, grads.grad_k, grads.grad_v};
     for (std::size_t i = 0; i < 3; ++i) {
-      if (!a.wanted[i]) continue;
-      const Var<T> part = slice(grads, -1, i == 0 ? 0 : ends[i - 1], ends[i]);
-      result[i] = reshape(part, *shapes[i]);
+      if (!a.wanted[i]) result[i] = Var<T>();
     }
     return result;
   }
@@ -193,8 +197,14 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp> {
 }  // namespace
 
 template <class T>
-Var<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale) {
-  return q.graph().apply(std::make_shared<FlashAttentionOp>(scale), {q, k, v});
+FlashOutputs<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale) {
+  const std::vector<Var<T>> outs = q.graph().apply_outputs(std::make_shared<FlashAttentionOp>(scale), {q, k, v});
+  return {outs[0], outs[1]};
+}
+
+std::optional<double> flash_attention_scale(const Op& op) {
+  const auto* flash = dynamic_cast<const FlashAttentionOp*>(&op);
+  return flash ? std::optional<double>(flash->scale()) : std::nullopt;
 }
 
 std::shared_ptr<const Op> make_flash_attention_op(const JsonCursor& attrs) {
@@ -202,7 +212,7 @@ std::shared_ptr<const Op> make_flash_attention_op(const JsonCursor& attrs) {
   return std::make_shared<FlashAttentionOp>(attrs[key_scale].number());
 }
 
-template Var<float> flash_attention(const Var<float>&, const Var<float>&, const Var<float>&, double);
-template Var<double> flash_attention(const Var<double>&, const Var<double>&, const Var<double>&, double);
+template FlashOutputs<float> flash_attention(const Var<float>&, const Var<float>&, const Var<float>&, double);
+template FlashOutputs<double> flash_attention(const Var<double>&, const Var<double>&, const Var<double>&, double);
 
 }  // namespace xgrad

@@ -42,7 +42,7 @@ class LogSoftmaxOp final : public OpFor<LogSoftmaxOp> {
   std::string name() const override { return "log_softmax"; }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_axis, m_axis}}; }
-  double work(const std::vector<Shape>& x, const Shape& y) const override {
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     return detail::row_pass_work(Op::work(x, y), x[0], m_axis);
   }
 

@@ -58,10 +58,10 @@ class MatmulOp final : public OpFor<MatmulOp> {
   // The elements read and written, one multiply-add per element of y and of the inner axis, and
   // 16 visits per product of the batch (a GEMM call: a batch of 1 x 1 products took 6.4 ns a
   // visit here without it, 0.3 ns for large products).
-  double work(const std::vector<Shape>& x, const Shape& y) const override {
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     const Dims d = dims(x[0], x[1]);
-    const double products = d.m && d.n ? element_count(y) / static_cast<double>(d.m * d.n) : 0.0;
-    return Op::work(x, y) + multiply_add_work(element_count(y) * static_cast<double>(d.k)) + 16 * products;
+    const double products = d.m && d.n ? element_count(y[0]) / static_cast<double>(d.m * d.n) : 0.0;
+    return Op::work(x, y) + multiply_add_work(element_count(y[0]) * static_cast<double>(d.k)) + 16 * products;
   }
 
   template <class T>

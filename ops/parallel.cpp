@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 extern "C" int openblas_get_num_threads(void);
@@ -47,12 +49,20 @@ class Pool {
     lock.lock();
     m_done.wait(lock, [this] { return m_pending == 0; });
     m_job = nullptr;
+    // The first throw of any chunk, on the calling thread: none escapes a worker.
+    if (std::exception_ptr thrown = std::exchange(m_thrown, nullptr)) std::rethrow_exception(thrown);
   }
 
  private:
-  void chunk(std::size_t i) const {
+  void chunk(std::size_t i) {
     const std::size_t begin = m_count * i / m_chunks, end = m_count * (i + 1) / m_chunks;
-    if (begin < end) (*m_job)(i, begin, end);
+    if (begin >= end) return;
+    try {
+      (*m_job)(i, begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(m_thrown_mutex);
+      if (!m_thrown) m_thrown = std::current_exception();
+    }
   }
 
   void work(std::size_t id) {
@@ -76,6 +86,8 @@ class Pool {
   const std::function<void(std::size_t, std::size_t, std::size_t)>* m_job = nullptr;
   std::size_t m_count = 0, m_chunks = 1, m_pending = 0, m_generation = 0;
   bool m_stop = false;
+  std::mutex m_thrown_mutex;
+  std::exception_ptr m_thrown;  // the first exception a chunk threw in the current job
 };
 
 std::mutex pool_use;  // one job at a time: graphs replayed on several threads take turns

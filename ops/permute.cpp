@@ -26,7 +26,7 @@ class PermuteOp final : public OpFor<PermuteOp> {
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_axes, m_axes}}; }
   // Each output element also costs 4 visits (an odometer step over the axes: permuting (E/64, 8, 8) took 4.5 ns a visit here without it).
-  double work(const std::vector<Shape>& x, const Shape& y) const override { return Op::work(x, y) + 4 * element_count(y); }
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override { return Op::work(x, y) + 4 * element_count(y[0]); }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     std::vector<bool> seen(x[0].size(), false);

@@ -43,7 +43,8 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
   std::size_t arity() const override { return 1; }
   bool overwrites_input(std::size_t) const override { return true; }  // the row is read before it is written
   Json attrs() const override { return {{key_axis, m_axis}}; }
-  double work(const std::vector<Shape>& x, const Shape& y) const override {
+  long axis() const { return m_axis; }
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     return detail::row_pass_work(Op::work(x, y), x[0], m_axis);
   }
 
@@ -76,6 +77,11 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
 template <class T>
 Var<T> softmax(const Var<T>& x, long axis) {
   return x.graph().apply(std::make_shared<SoftmaxOp>(axis), {x});
+}
+
+std::optional<long> softmax_axis(const Op& op) {
+  const auto* softmax = dynamic_cast<const SoftmaxOp*>(&op);
+  return softmax ? std::optional<long>(softmax->axis()) : std::nullopt;
 }
 
 std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs) {

@@ -1,6 +1,8 @@
 // softmax: normalised exponentials along one axis.
 #pragma once
 
+#include <optional>
+
 #include <xgrad/graph/graph.hpp>
 #include <xgrad/graph/json.hpp>
 
@@ -14,6 +16,10 @@ namespace xgrad {
 // Throws xgrad::error if the axis is out of range or has length 0.
 template <class T>
 Var<T> softmax(const Var<T>& x, long axis = -1);
+
+// The axis `op` normalises along if it is a softmax op, as given (may be negative); nullopt for
+// any other op. For code that finds softmax nodes in a graph (lib/diagnostics).
+std::optional<long> softmax_axis(const Op& op);
 
 // The op from its exported attributes (ops/registry).
 std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs);

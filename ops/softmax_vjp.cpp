@@ -40,7 +40,7 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
   std::size_t arity() const override { return 2; }
   bool overwrites_input(std::size_t) const override { return true; }  // the row dot is taken first
   Json attrs() const override { return {{key_axis, m_axis}}; }
-  double work(const std::vector<Shape>& x, const Shape& y) const override {
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     return detail::row_pass_work(Op::work(x, y), x[0], m_axis);
   }
 
@@ -93,6 +93,8 @@ template <class T>
 Var<T> softmax_vjp(const Var<T>& y, const Var<T>& grad_out, long axis) {
   return y.graph().apply(std::make_shared<SoftmaxVjpOp>(axis), {y, grad_out});
 }
+
+bool is_softmax_vjp(const Op& op) { return dynamic_cast<const SoftmaxVjpOp*>(&op) != nullptr; }
 
 std::shared_ptr<const Op> make_softmax_vjp_op(const JsonCursor& attrs) {
   attrs.check_object({key_axis});

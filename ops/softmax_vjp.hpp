@@ -12,6 +12,10 @@ namespace xgrad {
 template <class T>
 Var<T> softmax_vjp(const Var<T>& y, const Var<T>& grad_out, long axis = -1);
 
+// True if `op` is a softmax_vjp op: its node's inputs are (y, grad_out). For code that pairs
+// softmax nodes with their gradients (lib/diagnostics).
+bool is_softmax_vjp(const Op& op);
+
 // The op from its exported attributes (ops/registry).
 std::shared_ptr<const Op> make_softmax_vjp_op(const JsonCursor& attrs);
 

@@ -64,7 +64,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(attention_replays_to_the_same_bits, T, test::dtype
   lean.g.replay();
   for (std::size_t id = 0; id < full.g.size(); ++id) {
     BOOST_TEST(!lean.g.node(id).released);
-    BOOST_TEST(same_bits(full.g.node(id).value, lean.g.node(id).value), "node " << id);
+    BOOST_TEST(same_bits(full.g.node(id).value(), lean.g.node(id).value()), "node " << id);
   }
 }
 
@@ -104,12 +104,12 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
   for (const auto& y : nodes) {
     const Node<double>& n = y.node();
     for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-      if (!n.op->overwrites_input(i) || !shapes_equal(g.node(n.inputs[i]).value.shape(), n.value.shape())) continue;
-      xt::xarray<double> over = g.node(n.inputs[i]).value;
+      if (!n.op->overwrites_input(i) || !shapes_equal(g.node(n.inputs[i].node).value().shape(), n.value().shape())) continue;
+      xt::xarray<double> over = g.node(n.inputs[i].node).value();
       Args<double> args;
-      for (auto in : n.inputs) args.push_back(in == n.inputs[i] ? &over : &g.node(in).value);
+      for (auto in : n.inputs) args.push_back(in == n.inputs[i] ? &over : &g.node(in.node).value());
       n.op->forward(args, over);
-      BOOST_TEST(same_bits(over, n.value), n.op_name() << " (node " << y.id() << ") over input " << i);
+      BOOST_TEST(same_bits(over, n.value()), n.op_name() << " (node " << y.id() << ") over input " << i);
       ops.insert(n.op_name());
       ++checked;
     }

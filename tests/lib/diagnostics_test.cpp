@@ -233,7 +233,7 @@ BOOST_AUTO_TEST_CASE(attention_takes_a_scale) {
   const auto v = g.input("v", random_array<double>({3, 2}, 9));
   const auto scaled = attention_nodes(q, k, v), unscaled = attention_nodes(q, k, v, 1.0);
   const auto alpha = [&](const AttentionNodes<double>& a) {  // on q, the scores' first input
-    return g.node(a.scores.node().inputs[0]).op->attrs()["alpha"].get<double>();
+    return g.node(a.scores.node().inputs[0].node).op->attrs()["alpha"].get<double>();
   };
   BOOST_TEST(alpha(scaled) == 0.25);
   BOOST_TEST(alpha(unscaled) == 1.0);

@@ -68,7 +68,7 @@ BOOST_AUTO_TEST_CASE(a_row_with_no_allowed_key_is_zero_forward_and_backward) {
       BOOST_TEST(xt::all(xt::equal(xt::view(grads[0].value(), 1), T(0))));  // grad_q of the masked row
       for (const auto& gr : grads) BOOST_TEST(all_finite(gr.value()));
       // Every node, forward and backward, is free of NaN (the -inf of masked scores aside).
-      for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(!xt::any(xt::isnan(g.node(i).value)), "node " << i);
+      for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(!xt::any(xt::isnan(g.node(i).value())), "node " << i);
     };
     if (dtype == 0) run(float{});
     else run(double{});

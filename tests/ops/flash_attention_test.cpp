@@ -87,9 +87,12 @@ BOOST_AUTO_TEST_CASE(documented_example_hand_values) {
   const auto q = g.input("q", {{ln2}, {0.0}});
   const auto k = g.input("k", {{1.0}, {0.0}});
   const auto v = g.input("v", {{3.0, 0.0}, {0.0, 6.0}});
-  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
+  const auto [flash_out, lse] = xgrad::flash_attention(q, k, v, 1.0);
   // Scores [[ln 2, 0], [0, 0]]: weights [[2/3, 1/3], [1/2, 1/2]], lse [ln 3, ln 2].
-  check_ulps(packed.value(), matrix<double>({{2, 2, std::log(3.0)}, {1.5, 3, ln2}}), 4);
+  check_ulps(flash_out.value(), matrix<double>({{2, 2}, {1.5, 3}}), 4);
+  check_ulps(lse.value(), xt::xarray<double>{std::log(3.0), ln2}, 4);
+  BOOST_TEST(flash_out.id() == lse.id());  // one node, two outputs
+  BOOST_TEST(lse.output() == 1u);
   const auto out = attention(q, k, v, AttentionImpl::fused);
   check_ulps(out.value(), matrix<double>({{2, 2}, {1.5, 3}}), 4);
   const auto grads = grad(out, {q, k, v});
@@ -98,20 +101,23 @@ BOOST_AUTO_TEST_CASE(documented_example_hand_values) {
   check_ulps(grads[2].value(), matrix<double>({{7.0 / 6, 7.0 / 6}, {5.0 / 6, 5.0 / 6}}), 4);
 }
 
-BOOST_AUTO_TEST_CASE(the_logsumexp_column_and_its_gradient) {
-  // d lse_i / d s_ij = w_ij: with grad_packed = [0 | 1] the VJP is that of sum(lse).
+BOOST_AUTO_TEST_CASE(the_logsumexp_output_and_its_gradient) {
+  // d lse_i / d s_ij = w_ij. The gradients of lse alone, of out alone (the other output gets
+  // none: zeros stand in), and of both at once.
   Graph<double> g;
   const auto q = g.input("q", random_array<double>({3, 4}, 1));
   const auto k = g.input("k", random_array<double>({5, 4}, 2));
   const auto v = g.input("v", random_array<double>({5, 2}, 3));
-  const auto packed = xgrad::flash_attention(q, k, v, 0.5);
+  const auto f = xgrad::flash_attention(q, k, v, 0.5);
   const auto scores = matmul(scale(q, 0.5), k, false, true);
   for (std::size_t i = 0; i < 3; ++i) {
     double sum = 0;
     for (std::size_t j = 0; j < 5; ++j) sum += std::exp(scores.value()(i, j));
-    BOOST_TEST(packed.value()(i, 2) == std::log(sum), boost::test_tools::tolerance(1e-14));
+    BOOST_TEST(f.lse.value()(i) == std::log(sum), boost::test_tools::tolerance(1e-14));
   }
-  check_gradients(packed, {q, k, v});
+  check_gradients(f.lse, {q, k, v});
+  check_gradients(f.out, {q, k, v});
+  check_gradients(add(sum(f.out, {-1}), f.lse), {q, k, v});
 }
 
 BOOST_AUTO_TEST_CASE(agrees_with_the_composed_graph_in_float64) {
@@ -184,14 +190,17 @@ BOOST_AUTO_TEST_CASE(second_order_is_the_composed_graphs) {
 }
 
 BOOST_AUTO_TEST_CASE(second_order_with_inputs_that_are_one_another) {
-  // k = q, and grad_packed = packed: computed from q, k, v themselves.
+  // k = q, and grad_out = out, grad_lse = lse: computed from q, k, v themselves.
   Graph<double> g;
   const auto q = g.input("q", random_array<double>({3, 2}, 40));
   const auto v = g.input("v", random_array<double>({3, 2}, 41));
-  const auto packed = xgrad::flash_attention(q, q, v, 0.8);
-  check_gradients(xgrad::flash_attention_vjp(q, q, v, packed, packed, 0.8), {q, v});
-  const auto g2 = g.input("g2", random_array<double>({3, 3}, 42));
-  check_gradients(xgrad::flash_attention_vjp(q, q, v, packed, g2, 0.8), {q, v, g2});
+  const auto f = xgrad::flash_attention(q, q, v, 0.8);
+  const auto own = xgrad::flash_attention_vjp(q, q, v, f.out, f.lse, f.out, f.lse, 0.8);
+  for (const auto& grad : {own.grad_q, own.grad_k, own.grad_v}) check_gradients(grad, {q, v});
+  const auto g2 = g.input("g2", random_array<double>({3, 2}, 42));
+  const auto l2 = g.input("l2", random_array<double>({3}, 43));
+  const auto given = xgrad::flash_attention_vjp(q, q, v, f.out, f.lse, g2, l2, 0.8);
+  check_gradients(add(given.grad_q, scale(given.grad_v, 0.5)), {q, v, g2, l2});
 }
 
 BOOST_AUTO_TEST_CASE(second_order_needs_packed_from_the_same_inputs) {
@@ -199,14 +208,16 @@ BOOST_AUTO_TEST_CASE(second_order_needs_packed_from_the_same_inputs) {
   const auto q = g.input("q", random_array<double>({2, 2}, 43));
   const auto k = g.input("k", random_array<double>({3, 2}, 44));
   const auto v = g.input("v", random_array<double>({3, 2}, 45));
-  const auto other = g.input("other", random_array<double>({2, 3}, 46));
-  const auto gp = g.input("gp", random_array<double>({2, 3}, 47));
-  const auto y = xgrad::flash_attention_vjp(q, k, v, other, gp, 1.0);
-  check_error([&] { grad(y, {q}); }, {"flash_attention_vjp (node 5): its second-order rule needs packed to be "
-                                      "flash_attention of the same q, k, v and scale; packed is node 3 (input)"});
+  const auto other = g.input("other", random_array<double>({2, 2}, 46));
+  const auto other_lse = g.input("other_lse", random_array<double>({2}, 47));
+  const auto y = xgrad::flash_attention_vjp(q, k, v, other, other_lse, other, other_lse, 1.0);
+  check_error([&] { grad(y.grad_q, {q}); }, {"flash_attention_vjp (node 5): its second-order rule needs out and "
+                                             "lse to be the outputs of flash_attention of the same q, k, v and scale; "
+                                             "out is node 3 (input)"});
   const auto at_another_scale = xgrad::flash_attention(q, k, v, 0.5);
-  check_error([&] { grad(xgrad::flash_attention_vjp(q, k, v, at_another_scale, gp, 1.0), {q}); },
-              {"packed is node " + std::to_string(at_another_scale.id()) + " (flash_attention)"});
+  const auto& [out, lse] = at_another_scale;
+  check_error([&] { grad(xgrad::flash_attention_vjp(q, k, v, out, lse, out, lse, 1.0).grad_k, {q}); },
+              {"out is node " + std::to_string(out.id()) + " (flash_attention)"});
 }
 
 BOOST_AUTO_TEST_CASE(empty_axes) {
@@ -230,8 +241,8 @@ BOOST_AUTO_TEST_CASE(empty_axes) {
   const auto q = g.input("q", xt::zeros<double>({2, 0}));
   const auto k = g.input("k", xt::zeros<double>({4, 0}));
   const auto v = g.input("v", random_array<double>({4, 3}, 53));
-  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
-  const auto grads = grad(packed, {q, k, v});
+  const auto out = xgrad::flash_attention(q, k, v, 1.0).out;
+  const auto grads = grad(out, {q, k, v});
   BOOST_TEST(grads[0].value().size() == 0u);
   check_ulps(grads[2].value(), xt::xarray<double>(xt::ones<double>({4, 3}) * 0.5), 4);
 }
@@ -262,8 +273,8 @@ BOOST_AUTO_TEST_CASE(exports_imports_and_replays) {
   const auto fq = fresh.input("q", q2), fk = fresh.input("k", k.value()), fv = fresh.input("v", v.value());
   const auto fout = attention(fq, fk, fv, AttentionImpl::fused);
   const auto fgrads = grad(fout, {fq, fk, fv});
-  BOOST_TEST(imported->node(out.id()).value == fout.value());
-  for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(imported->node(grads[i].id()).value == fgrads[i].value());
+  BOOST_TEST(imported->node(out.id()).value() == fout.value());
+  for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(imported->var(grads[i].slot()).value() == fgrads[i].value());
 }
 
 BOOST_AUTO_TEST_CASE(two_threads_split_the_tiles) {
@@ -298,22 +309,22 @@ BOOST_AUTO_TEST_CASE(two_threads_split_the_tiles) {
 BOOST_AUTO_TEST_CASE(an_import_counts_the_weights_it_would_compute) {
   // The fused op holds no 64 x 64 weights, but an import charges their work (Op::work): each
   // weight written and read (2 visits) and its 1 + 1 multiply-adds (1/4 visit), beside the
-  // 3 x 64 + 128 elements of q, k, v and the packed output.
+  // 3 x 64 + 128 elements of q, k, v and the outputs out and lse.
   Graph<double> g;
   const auto q = g.input("q", random_array<double>({64, 1}, 60));
   const auto k = g.input("k", random_array<double>({64, 1}, 61));
   const auto v = g.input("v", random_array<double>({64, 1}, 62));
-  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
-  const auto grads = xgrad::flash_attention_vjp(q, k, v, packed, packed, 1.0);
+  const auto f = xgrad::flash_attention(q, k, v, 1.0);
+  const auto grads = xgrad::flash_attention_vjp(q, k, v, f.out, f.lse, f.out, f.lse, 1.0);
   std::vector<Shape> in(3, Shape{64, 1});
-  BOOST_TEST(packed.node().op->work(in, {64, 2}) == 3 * 64 + 128 + 4096 * 2.25);
+  const std::vector<Shape> out{{64, 1}, {64}};
+  BOOST_TEST(f.out.node().op->work(in, out) == 3 * 64 + 128 + 4096 * 2.25);
   const std::string text = to_json(g, ExportValues::inputs).dump();
   check_error([&] { graph_from_json<double>(text, max_array_elements, 9000); },
               {"graph JSON: nodes[3]: computing the graph takes more than 9000 element visits"});
   // The VJP: 4 visits a weight and 3 + 2 multiply-adds.
-  in.push_back({64, 2});
-  in.push_back({64, 2});
-  BOOST_TEST(grads.node().op->work(in, {192}) == 3 * 64 + 2 * 128 + 192 + 4096 * (4 + 5 / 8.0));
+  in.insert(in.end(), {{64, 1}, {64}, {64, 1}, {64}});
+  BOOST_TEST(grads.grad_q.node().op->work(in, {{64, 1}, {64, 1}, {64, 1}}) == 3 * 64 + 2 * 128 + 192 + 4096 * (4 + 5 / 8.0));
   BOOST_TEST(graph_from_json<double>(text)->size() == g.size());
 }
 
@@ -324,11 +335,12 @@ BOOST_AUTO_TEST_CASE(rows_of_minus_infinity_and_nan) {
   const auto q = g.input("q", {{-inf}, {1.0}, {std::nan("")}});
   const auto k = g.input("k", {{1.0}, {2.0}});
   const auto v = g.input("v", {{3.0, 0.0}, {0.0, 6.0}});
-  const auto fused = xgrad::flash_attention(q, k, v, 1.0).value();
+  const auto [out, lse] = xgrad::flash_attention(q, k, v, 1.0);
+  const auto fused = out.value();
   const auto composed = attention(q, k, v, 1.0).value();
   BOOST_TEST(fused(0, 0) == 0.0);
   BOOST_TEST(fused(0, 1) == 0.0);
-  BOOST_TEST(fused(0, 2) == -inf);
+  BOOST_TEST(lse.value()(0) == -inf);
   BOOST_TEST(composed(0, 0) == 0.0);
   BOOST_TEST(fused(1, 0) == composed(1, 0), boost::test_tools::tolerance(1e-15));
   BOOST_TEST(std::isnan(fused(2, 0)));
@@ -358,8 +370,8 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes_and_scales) {
   const auto k0 = g.input("k0", xt::zeros<double>({2, 0, 4}));
   const auto v0 = g.input("v0", xt::zeros<double>({2, 0, 3}));
   check_error([&] { xgrad::flash_attention(q, k3, v, 1.0); },
-              {"flash_attention (node", "d_k differs: q has d_k = 4, k has 3", "q is (2, 3, 4), k is (2, 5, 3)"});
-  check_error([&] { xgrad::flash_attention(q, k, v4, 1.0); }, {"T_k differs: k has T_k = 5, v has 4"});
+              {"flash_attention (node", "d_k differs: q has d_k = 4, k has d_k = 3", "q is (2, 3, 4), k is (2, 5, 3)"});
+  check_error([&] { xgrad::flash_attention(q, k, v4, 1.0); }, {"T_k differs: k has T_k = 5, v has T_k = 4"});
   check_error([&] { xgrad::flash_attention(q, k, vb, 1.0); }, {"batch axes differ", "v is (3, 5, 3)"});
   check_error([&] { xgrad::flash_attention(q, k, v1, 1.0); }, {"rank >= 2", "v is (5,)"});
   check_error([&] { xgrad::flash_attention(q, k0, v0, 1.0); }, {"T_k = 0", "k is (2, 0, 4)"});
@@ -367,9 +379,10 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes_and_scales) {
   // Through attention(): the composed graph's checks and messages.
   check_error([&] { attention(q, k3, v, AttentionImpl::fused); }, {"attention: d_k differs"});
   check_error([&] { attention(q, k, v, std::numeric_limits<double>::infinity(), AttentionImpl::fused); }, {"attention: the scale must be finite, got inf"});
-  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
-  check_error([&] { xgrad::flash_attention_vjp(q, k, v, packed, k, 1.0); },
-              {"flash_attention_vjp (node", "grad_packed is (2, 5, 4), both must be (2, 3, 4)", "(B..., T_q, d_v + 1)"});
+  const auto f = xgrad::flash_attention(q, k, v, 1.0);
+  check_error([&] { xgrad::flash_attention_vjp(q, k, v, f.out, f.lse, k, f.lse, 1.0); },
+              {"flash_attention_vjp (node", "grad_out (2, 5, 4)", "out and grad_out must be (2, 3, 3) (B..., T_q, d_v)",
+               "lse and grad_lse (2, 3) (B..., T_q)"});
   const std::size_t before = g.size();
   check_error([&] { attention(q, k0, v0, AttentionImpl::fused); }, {"attention: T_k = 0"});
   BOOST_TEST(g.size() == before);  // nothing added by a failed call
@@ -380,8 +393,9 @@ BOOST_AUTO_TEST_CASE(d_k_zero_with_an_explicit_scale_is_a_uniform_average) {
   const auto q = g.input("q", xt::zeros<double>({2, 0}));
   const auto k = g.input("k", xt::zeros<double>({3, 0}));
   const auto v = g.input("v", {{3.0}, {6.0}, {9.0}});
-  const auto packed = xgrad::flash_attention(q, k, v, 1.0);
-  check_ulps(packed.value(), matrix<double>({{6, std::log(3.0)}, {6, std::log(3.0)}}), 4);
+  const auto [out, lse] = xgrad::flash_attention(q, k, v, 1.0);
+  check_ulps(out.value(), matrix<double>({{6}, {6}}), 4);
+  check_ulps(lse.value(), xt::xarray<double>{std::log(3.0), std::log(3.0)}, 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

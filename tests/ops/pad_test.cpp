@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(attrs_round_trip) {
   const auto copy = graph_from_json<double>(to_json(g, ExportValues::all).dump());
   BOOST_TEST(copy->node(y.id()).op_name() == "pad");
   BOOST_TEST(copy->node(y.id()).op->attrs() == y.node().op->attrs());
-  BOOST_TEST(copy->node(y.id()).value == y.value());
+  BOOST_TEST(copy->node(y.id()).value() == y.value());
 }
 
 BOOST_AUTO_TEST_CASE(import_rejects_negative_and_missing_attrs) {

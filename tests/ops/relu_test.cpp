@@ -44,7 +44,7 @@ BOOST_AUTO_TEST_CASE(has_no_attrs_and_round_trips) {
   grad(y, {x});
   const auto copy = graph_from_json<double>(to_json(g, ExportValues::all).dump());
   BOOST_TEST(copy->node(y.id()).op_name() == "relu");
-  BOOST_TEST(copy->node(y.id()).value == y.value());
+  BOOST_TEST(copy->node(y.id()).value() == y.value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -204,8 +204,8 @@ Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t afte
   return y;
 }
 
-// Attention per batch index, in plain loops: packed [out | lse] (flash_attention) and, given
-// grad_packed, the gradients [q | k | v] flattened (flash_attention_vjp).
+// Attention per batch index, in plain loops: out and lse (flash_attention) and, given grad_out
+// and grad_lse, the gradients w.r.t. q, k and v (flash_attention_vjp).
 struct RefAttention {
   std::size_t batch, t_q, t_k, d_k, d_v;
   RefAttention(const Ref& q, const Ref& k, const Ref& v)
@@ -228,38 +228,40 @@ struct RefAttention {
   }
 };
 
-Ref ref_flash_attention(const Ref& q, const Ref& k, const Ref& v, double alpha) {
+std::vector<Ref> ref_flash_attention(const Ref& q, const Ref& k, const Ref& v, double alpha) {
   const RefAttention a(q, k, v);
-  Ref y{Shape(q.shape.begin(), q.shape.end() - 1), {}};
-  y.shape.push_back(a.d_v + 1);
+  Ref out{Shape(q.shape.begin(), q.shape.end() - 1), {}}, lse{Shape(q.shape.begin(), q.shape.end() - 1), {}};
+  out.shape.push_back(a.d_v);
   for (std::size_t b = 0; b < a.batch; ++b) {
     for (std::size_t i = 0; i < a.t_q; ++i) {
-      double lse = 0;
-      const auto w = a.weights(q, k, alpha, b, i, &lse);
+      double row_lse = 0;
+      const auto w = a.weights(q, k, alpha, b, i, &row_lse);
       for (std::size_t c = 0; c < a.d_v; ++c) {
         double o = 0;
         for (std::size_t j = 0; j < a.t_k; ++j) o += w[j] * v.data[(b * a.t_k + j) * a.d_v + c];
-        y.data.push_back(o);
+        out.data.push_back(o);
       }
-      y.data.push_back(lse);
+      lse.data.push_back(row_lse);
     }
   }
-  return y;
+  return {out, lse};
 }
 
-Ref ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& v, const Ref& gp, double alpha) {
+std::vector<Ref> ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& v, const Ref& grad_out,
+                                         const Ref& grad_lse, double alpha) {
   const RefAttention a(q, k, v);
-  const std::size_t nq = a.t_q * a.d_k, nk = a.t_k * a.d_k, n = nq + nk + a.t_k * a.d_v, ldp = a.d_v + 1;
-  Ref y{Shape(q.shape.begin(), q.shape.end() - 2), std::vector<double>(a.batch * n, 0.0)};
-  y.shape.push_back(n);
+  const std::size_t nq = a.t_q * a.d_k, nk = a.t_k * a.d_k, nv = a.t_k * a.d_v;
+  Ref rq{q.shape, std::vector<double>(a.batch * nq, 0.0)}, rk{k.shape, std::vector<double>(a.batch * nk, 0.0)},
+      rv{v.shape, std::vector<double>(a.batch * nv, 0.0)};
   for (std::size_t b = 0; b < a.batch; ++b) {
-    double* gq = &y.data[b * n];
-    double* gk = gq + nq;
-    double* gv = gk + nk;
+    double* gq = &rq.data[b * nq];
+    double* gk = &rk.data[b * nk];
+    double* gv = &rv.data[b * nv];
     for (std::size_t i = 0; i < a.t_q; ++i) {
       double lse = 0;
       const auto w = a.weights(q, k, alpha, b, i, &lse);
-      const double* g = &gp.data[(b * a.t_q + i) * ldp];
+      const double* g = &grad_out.data[(b * a.t_q + i) * a.d_v];
+      const double g_lse = grad_lse.data[b * a.t_q + i];
       std::vector<double> dw(a.t_k);
       double dot = 0;
       for (std::size_t j = 0; j < a.t_k; ++j) {
@@ -270,7 +272,7 @@ Ref ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& v, const Ref&
         dot += dw[j] * w[j];
       }
       for (std::size_t j = 0; j < a.t_k; ++j) {
-        const double ds = alpha * w[j] * (dw[j] - dot + g[a.d_v]);
+        const double ds = alpha * w[j] * (dw[j] - dot + g_lse);
         for (std::size_t l = 0; l < a.d_k; ++l) {
           gq[i * a.d_k + l] += ds * k.data[(b * a.t_k + j) * a.d_k + l];
           gk[j * a.d_k + l] += ds * q.data[(b * a.t_q + i) * a.d_k + l];
@@ -278,7 +280,7 @@ Ref ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& v, const Ref&
       }
     }
   }
-  return y;
+  return {rq, rk, rv};
 }
 
 // A random graph and, node by node, its reference values.
@@ -294,7 +296,8 @@ class RandomGraph {
   }
 
   Graph<double>& graph() { return m_g; }
-  const std::vector<Ref>& refs() const { return m_refs; }
+  // refs()[node][output]
+  const std::vector<std::vector<Ref>>& refs() const { return m_refs; }
   // The inputs, which gradcheck perturbs (masks are constants: a 0/1 step has no derivative).
   std::vector<Var<double>> leaves() {
     std::vector<Var<double>> out;
@@ -305,7 +308,7 @@ class RandomGraph {
   }
   std::string ops() const {
     std::string s;
-    for (std::size_t i = 0; i < m_g.size(); ++i) s += m_g.node(i).op_name() + " " + shape_str(m_g.node(i).value.shape()) + "; ";
+    for (std::size_t i = 0; i < m_g.size(); ++i) s += m_g.node(i).op_name() + " " + shape_str(m_g.node(i).value().shape()) + "; ";
     return s;
   }
 
@@ -318,28 +321,33 @@ class RandomGraph {
   }
   Var<double> leaf(const Shape& shape) {
     const auto v = m_g.input("x" + std::to_string(m_g.size()), random_array<double>(shape, m_seed * 1000 + m_g.size()));
-    m_refs.push_back({shape, std::vector<double>(v.value().begin(), v.value().end())});
+    m_refs.push_back({{shape, std::vector<double>(v.value().begin(), v.value().end())}});
     return v;
   }
   Var<double> node_or_leaf_like(const Shape& shape) {
     std::vector<std::size_t> same;
     for (std::size_t i = 0; i < m_g.size(); ++i) {
-      if (shapes_equal(m_g.node(i).value.shape(), shape)) same.push_back(i);
+      if (shapes_equal(m_g.node(i).value().shape(), shape)) same.push_back(i);
     }
     if (!same.empty() && pick(0, 1)) return m_g.var(same[pick(0, same.size() - 1)]);
     return leaf(shape);
   }
-  void add_ref(const Var<double>& v, Ref r) {
-    BOOST_REQUIRE(v.id() == m_refs.size());
-    BOOST_REQUIRE(shapes_equal(v.value().shape(), r.shape));
+  const Ref& ref(const Var<double>& v) const { return m_refs[v.id()][v.output()]; }
+  void add_ref(const Var<double>& v, Ref r) { add_refs({v}, {std::move(r)}); }
+  // The references of every output of a new node.
+  void add_refs(const std::vector<Var<double>>& outputs, std::vector<Ref> r) {
+    BOOST_REQUIRE(outputs.front().id() == m_refs.size());
+    BOOST_REQUIRE(outputs.size() == r.size());
+    for (std::size_t k = 0; k < r.size(); ++k) BOOST_REQUIRE(shapes_equal(outputs[k].value().shape(), r[k].shape));
     m_refs.push_back(std::move(r));
   }
 
   // One random op on a random earlier node (and, where needed, a second input made to fit).
   void grow() {
-    const Var<double> x = m_g.var(pick(0, m_g.size() - 1));
+    const std::size_t node = pick(0, m_g.size() - 1);
+    const Var<double> x = m_g.var(node, pick(0, m_g.node(node).output_count() - 1));
     const Shape s(x.value().shape().begin(), x.value().shape().end());
-    const Ref rx = m_refs[x.id()];  // a copy: leaves made below grow m_refs
+    const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
     std::size_t op = pick(0, 19);
     if (r < 2 && (op < 2 || op >= 18)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
@@ -353,7 +361,7 @@ class RandomGraph {
         bs.push_back(tb ? n : k);
         bs.push_back(tb ? k : n);
         const Var<double> b = node_or_leaf_like(bs);
-        const Ref rb = m_refs[b.id()];
+        const Ref rb = ref(b);
         const Var<double> y = matmul(x, b, ta, tb);
         return add_ref(y, ref_matmul(rx, rb, ta, tb));
       }
@@ -373,8 +381,8 @@ class RandomGraph {
         const Var<double> y = softmax(x, axis);
         add_ref(y, ref_softmax(rx, axis));
         const Var<double> g = node_or_leaf_like(s);
-        const Ref rg = m_refs[g.id()];
-        return add_ref(softmax_vjp(y, g, axis), ref_softmax_vjp(m_refs[y.id()], rg, axis));
+        const Ref rg = ref(g);
+        return add_ref(softmax_vjp(y, g, axis), ref_softmax_vjp(ref(y), rg, axis));
       }
       case 5:
       case 6: {  // add or mul with b of x's shape, or of a shape that broadcasts to it, either side
@@ -384,7 +392,7 @@ class RandomGraph {
           if (pick(0, 2) == 0) d = 1;
         }
         const Var<double> b = node_or_leaf_like(bs);
-        const Ref rb = m_refs[b.id()];
+        const Ref rb = ref(b);
         const bool swap = pick(0, 1);
         const Var<double> y = multiply ? (swap ? mul(b, x) : mul(x, b)) : (swap ? add(b, x) : add(x, b));
         return add_ref(y, ref_elementwise(rx, rb, multiply));
@@ -401,7 +409,7 @@ class RandomGraph {
         Ref mask{ms, std::vector<double>(count(ms))};
         for (auto& m : mask.data) m = static_cast<double>(pick(0, 1));
         const Var<double> mv = m_g.constant("mask" + std::to_string(m_g.size()), xt::adapt(mask.data, ms));
-        m_refs.push_back(mask);
+        m_refs.push_back({mask});
         const double fill = pick(0, 1) ? -3.0 : 0.0;
         Ref y = rx;
         for (std::size_t f = 0; f < y.data.size(); ++f) {
@@ -475,14 +483,16 @@ class RandomGraph {
         vs.insert(vs.end(), {t_k, pick(1, 3)});
         const Var<double> k = node_or_leaf_like(ks);
         const Var<double> v = node_or_leaf_like(vs);
-        const Ref rk = m_refs[k.id()], rv = m_refs[v.id()];
+        const Ref rk = ref(k), rv = ref(v);
         const double alpha = std::uniform_real_distribution<double>(0.2, 1.5)(m_rng);
-        const Var<double> packed = flash_attention(x, k, v, alpha);
-        add_ref(packed, ref_flash_attention(rx, rk, rv, alpha));
+        const FlashOutputs<double> f = flash_attention(x, k, v, alpha);
+        add_refs({f.out, f.lse}, ref_flash_attention(rx, rk, rv, alpha));
         if (op == 18) return;
-        const Var<double> gp = node_or_leaf_like(Shape(packed.value().shape().begin(), packed.value().shape().end()));
-        const Ref rg = m_refs[gp.id()];
-        return add_ref(flash_attention_vjp(x, k, v, packed, gp, alpha), ref_flash_attention_vjp(rx, rk, rv, rg, alpha));
+        const Var<double> go = node_or_leaf_like(f.out.shape());
+        const Var<double> gl = node_or_leaf_like(f.lse.shape());
+        const Ref rg = ref(go), rl = ref(gl);
+        const FlashGrads<double> grads = flash_attention_vjp(x, k, v, f.out, f.lse, go, gl, alpha);
+        return add_refs({grads.grad_q, grads.grad_k, grads.grad_v}, ref_flash_attention_vjp(rx, rk, rv, rg, rl, alpha));
       }
       default: {  // broadcast a size-1 axis or a new leading axis
         Shape to = s;
@@ -499,7 +509,7 @@ class RandomGraph {
   std::uint64_t m_seed;
   Shape m_batch;
   Graph<double> m_g;
-  std::vector<Ref> m_refs;
+  std::vector<std::vector<Ref>> m_refs;
 };
 
 bool same_bits(const xt::xarray<double>& a, const xt::xarray<double>& b) {
@@ -526,14 +536,17 @@ BOOST_AUTO_TEST_CASE(forward_matches_a_naive_float64_reference) {
     for (std::size_t i = 0; i < rg.graph().size(); ++i) ++uses[rg.graph().node(i).op_name()];
     BOOST_TEST_CONTEXT("seed " << c << ": " << rg.ops()) {
       for (std::size_t i = 0; i < rg.graph().size(); ++i) {
-        const auto& value = rg.graph().node(i).value;
-        const Ref& ref = rg.refs()[i];
-        BOOST_TEST_REQUIRE(shapes_equal(value.shape(), ref.shape));
-        for (std::size_t f = 0; f < ref.data.size(); ++f) {
-          // Absolute near 0 (sums that cancel), relative elsewhere.
-          const double diff = std::abs(value.data()[f] - ref.data[f]);
-          BOOST_TEST(diff <= 1e-12 * (1 + std::abs(ref.data[f])),
-                     "node " << i << " element " << f << ": " << value.data()[f] << " vs " << ref.data[f]);
+        BOOST_TEST_REQUIRE(rg.refs()[i].size() == rg.graph().node(i).output_count());
+        for (std::size_t k = 0; k < rg.refs()[i].size(); ++k) {
+          const auto& value = rg.graph().node(i).value(k);
+          const Ref& ref = rg.refs()[i][k];
+          BOOST_TEST_REQUIRE(shapes_equal(value.shape(), ref.shape));
+          for (std::size_t f = 0; f < ref.data.size(); ++f) {
+            // Absolute near 0 (sums that cancel), relative elsewhere.
+            const double diff = std::abs(value.data()[f] - ref.data[f]);
+            BOOST_TEST(diff <= 1e-12 * (1 + std::abs(ref.data[f])), "node " << i << " output " << k << " element " << f
+                                                                           << ": " << value.data()[f] << " vs " << ref.data[f]);
+          }
         }
         ++nodes;
       }
@@ -566,7 +579,7 @@ BOOST_AUTO_TEST_CASE(export_import_replay_is_bit_identical) {
     back->replay();
     BOOST_TEST_CONTEXT("seed " << c << ": " << rg.ops()) {
       BOOST_TEST(to_json(*back, ExportValues::all).dump() == text);
-      for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(same_bits(back->node(i).value, g.node(i).value), "node " << i);
+      for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(same_bits(back->node(i).value(), g.node(i).value()), "node " << i);
     }
   }
 }
@@ -612,11 +625,11 @@ BOOST_AUTO_TEST_CASE(lean_replay_gives_a_full_replays_bits) {
         }
         for (std::size_t id = 0; id < g.size(); ++id) {
           if (g.node(id).released) continue;
-          BOOST_TEST(same_bits(g.node(id).value, full.graph().node(id).value), "node " << id << ", round " << round);
+          BOOST_TEST(same_bits(g.node(id).value(), full.graph().node(id).value()), "node " << id << ", round " << round);
         }
       }
-      for (const auto& [name, id] : g.outputs()) BOOST_TEST(!g.node(id).released);
-      for (const auto& [name, id] : g.grads()) BOOST_TEST(!g.node(id).released);
+      for (const auto& [name, slot] : g.outputs()) BOOST_TEST(!g.node(slot.node).released);
+      for (const auto& [name, slot] : g.grads()) BOOST_TEST(!g.node(slot.node).released);
       for (const auto& v : kept) BOOST_TEST(!v.node().released);
       BOOST_TEST(g.held_elements() <= full.graph().held_elements());
     }

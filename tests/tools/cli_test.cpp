@@ -271,16 +271,16 @@ BOOST_AUTO_TEST_CASE(replay_names_the_first_node_that_differs) {
   Sandbox s;
   BOOST_TEST_REQUIRE(s.xgrad("export --q q.json --k k.json --v v.json -o g.json").rc == 0);
   Json j = Json::parse(read_text(s.dir / "g.json"));
-  j["nodes"][6]["value"]["data"][1] = 0.25;  // the weights, softmax's output
+  j["nodes"][6]["outputs"][0]["data"][1] = 0.25;  // the weights, softmax's output
   write_text(s.dir / "tampered.json", j.dump());
   const Run r = s.xgrad("replay tampered.json");
   BOOST_TEST(r.rc == 1);
   BOOST_TEST(r.out.find("node 6 (softmax) differs at [0, 1]: stored 0.25, replayed 0.3333") != std::string::npos, r.out);
-  j["nodes"][6]["inputs"] = {7};
+  j["nodes"][6]["inputs"] = {{7, 0}};
   write_text(s.dir / "invalid.json", j.dump());
   const Run bad = s.xgrad("replay invalid.json");
   BOOST_TEST(bad.rc == 2);
-  BOOST_TEST(bad.err.find("invalid.json: graph JSON: nodes[6].inputs[0]: refers to node 7") != std::string::npos, bad.err);
+  BOOST_TEST(bad.err.find("invalid.json: graph JSON: nodes[6].inputs[0][0]: refers to node 7") != std::string::npos, bad.err);
 }
 
 BOOST_AUTO_TEST_CASE(outputs_are_whole_or_absent_and_never_over_inputs) {

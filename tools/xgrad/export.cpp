@@ -24,7 +24,7 @@ const char* const help =
     "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
     "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
     "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
-    "  --format F          json (default): the xgrad-graph format, version 1, which `xgrad replay`\n"
+    "  --format F          json (default): the xgrad-graph format, version 2, which `xgrad replay`\n"
     "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg)\n"
     "  --values V          JSON only: the node values to include: none, inputs (the leaves, enough\n"
     "                      to replay), all (default)\n"

@@ -51,8 +51,11 @@ template <class T>
 int run_inspect(const std::string& path, const Json& json, double threshold, const std::string& format) {
   const Phase importing("importing " + path);
   const auto g = naming(path, [&] { return graph_from_parsed_json<T>(json); });
+  // A leaf's stored value: "data" of its output (version 2), "value" (version 1).
+  const bool version_1 = json["version"] == 1;
   for (std::size_t i = 0; i < g->size(); ++i) {
-    if (g->node(i).is_leaf() && !json["nodes"][i].contains("value")) {
+    const Json& n = json["nodes"][i];
+    if (g->node(i).is_leaf() && !(version_1 ? n.contains("value") : n["outputs"][0].contains("data"))) {
       throw error(path + ": node " + std::to_string(i) + " ('" + g->node(i).name +
                   "') has no stored value; export with --values inputs or all");
     }

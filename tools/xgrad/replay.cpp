@@ -35,7 +35,7 @@ template <class T>
 int run_replay(const std::string& path, const Json& json) {
   const Phase phase("replaying " + path);
   std::unique_ptr<Graph<T>> g;
-  std::vector<std::optional<xt::xarray<T>>> stored;
+  std::vector<std::vector<std::optional<xt::xarray<T>>>> stored;
   try {
     g = graph_from_parsed_json<T>(json);
     stored = stored_values<T>(json);
@@ -45,18 +45,23 @@ int run_replay(const std::string& path, const Json& json) {
   // The import has run every node's forward once, from the stored leaves: that is the replay.
   std::size_t compared = 0;
   for (std::size_t id = 0; id < stored.size(); ++id) {
-    if (!stored[id]) continue;
     const Node<T>& n = g->node(id);
-    for (std::size_t i = 0; i < n.value.size(); ++i) {
-      const T s = stored[id]->data()[i], r = n.value.data()[i];
-      if (!same_bits(s, r)) {
-        std::printf("%s: node %zu (%s%s%s) differs at %s: stored %.17g, replayed %.17g\n", path.c_str(), id,
-                    n.op_name().c_str(), n.name.empty() ? "" : " ", n.name.c_str(),
-                    index_str(unravel_index(i, n.value.shape())).c_str(), static_cast<double>(s), static_cast<double>(r));
-        return 1;
+    for (std::size_t k = 0; k < stored[id].size(); ++k) {
+      if (!stored[id][k]) continue;
+      const xt::xarray<T>& replayed = n.value(k);
+      for (std::size_t i = 0; i < replayed.size(); ++i) {
+        const T s = stored[id][k]->data()[i], r = replayed.data()[i];
+        if (!same_bits(s, r)) {
+          const std::string output = n.output_count() > 1 ? " output " + std::to_string(k) : "";
+          std::printf("%s: node %zu%s (%s%s%s) differs at %s: stored %.17g, replayed %.17g\n", path.c_str(), id,
+                      output.c_str(), n.op_name().c_str(), n.name.empty() ? "" : " ", n.name.c_str(),
+                      index_str(unravel_index(i, replayed.shape())).c_str(), static_cast<double>(s),
+                      static_cast<double>(r));
+          return 1;
+        }
       }
+      ++compared;
     }
-    ++compared;
   }
   std::printf("%s: replayed %zu nodes (%s); %zu stored values reproduced bit for bit\n", path.c_str(), g->size(),
               dtype_name<T>(), compared);
