@@ -31,7 +31,7 @@ struct ImportOptions {
 // Parses and rebuilds an exported graph. Leaves take their stored values (zeros when the export
 // had values = none); every other node is recomputed from them, so export -> import -> replay ->
 // export gives the same string when the values were exported. Throws xgrad::error naming the
-// JSON path of the first problem ("graph JSON: nodes[4].inputs[1]: refers to node 7, which is
+// JSON path of the first problem ("graph JSON: nodes[4].inputs[1][0]: refers to node 7, which is
 // not before node 4"); the text is checked for nesting deeper than the format before parsing.
 // Every node is checked before any runs: the nodes may hold max_elements elements in all, and
 // their forwards cost max_work element visits (Op::work; see graph/serialize.hpp).
