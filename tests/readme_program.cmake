@@ -1,7 +1,8 @@
-# Fails unless README contains PROGRAM's text verbatim, so the README's program is the one ctest runs.
-file(READ "${README}" readme)
+# Fails unless DOC (README.md or a docs/ page) shows PROGRAM's text verbatim as one ```cpp block,
+# so the program a reader copies from the documentation is the one ctest builds and runs.
+file(READ "${DOC}" doc)
 file(READ "${PROGRAM}" program)
-string(FIND "${readme}" "${program}" at)
+string(FIND "${doc}" "```cpp\n${program}```\n" at)
 if(at EQUAL -1)
-  message(FATAL_ERROR "${README} does not contain ${PROGRAM} verbatim; copy the file into the README")
+  message(FATAL_ERROR "${DOC} does not show ${PROGRAM} verbatim as a ```cpp block; copy the file into it")
 endif()
