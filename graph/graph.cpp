@@ -401,7 +401,7 @@ template <class T>
 void Graph<T>::release(Node<T>& n) {
   if (n.released) return;
   for (auto& out : n.outputs) {
-    m_spare.give(std::move(out.value));
+    if (out.value.size() > 0) m_spare.give(std::move(out.value));  // not the husk of a value moved on
     out.value = xt::xarray<T>::from_shape({0});
   }
   n.released = true;

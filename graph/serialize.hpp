@@ -15,7 +15,7 @@
 // outputs: per output its shape, "grad_of" ([node, output]) when it holds the gradient of an
 // earlier node's output (Output::grad_of), and "data" (row-major) as exported. An index leaf
 // (op "indices", role "input") has integer data. Non-finite numbers are the strings "nan",
-// "inf", "-inf". Nesting is at most 5 levels deep. Version 1 (one output a node, "shape" and
+// "inf", "-inf". Nesting is at most 6 levels deep. Version 1 (one output a node, "shape" and
 // "value" on the node, inputs and names as ids) still imports.
 #pragma once
 

@@ -44,7 +44,7 @@ enum class AttentionImpl {
   // The five nodes above: every intermediate (scores, weights, their gradients) is a node value
   // to inspect. Memory O(T_q T_k). The default and the reference.
   composed,
-  // packed = flash_attention(q, k, v, scale) and out = slice(packed, -1, 0, d_v) (ops/
+  // out of [out, lse] = flash_attention(q, k, v, scale), one node with two outputs (ops/
   // flash_attention.hpp): tiles with an online softmax, forward and backward, so no T_q x T_k
   // array is ever held. Memory O((T_q + T_k) d) per batch index; no scores or weights to inspect.
   fused,
