@@ -14,6 +14,7 @@
 #include <xgrad/lib/loss.hpp>
 #include <xgrad/lib/multi_head.hpp>
 #include <xgrad/lib/optim.hpp>
+#include <xgrad/lib/same_bits.hpp>
 #include <xgrad/lib/saturation.hpp>
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/apply_mask.hpp>

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -36,12 +35,6 @@ class BlasThreads {
  private:
   int m_before = openblas_get_num_threads();
 };
-
-// The same shape and the same bytes (a NaN equals only a NaN of the same payload).
-template <class T>
-bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
-  return shapes_equal(a.shape(), b.shape()) && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 // Gaussian entries, materialised (never a lazy xt::random expression), from a fixed seed.
 template <class T>

@@ -9,7 +9,6 @@
 using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::random_array;
-using xgrad::test::same_bits;
 
 namespace {
 

@@ -11,7 +11,6 @@
 
 using namespace xgrad;
 using xgrad::test::random_array;
-using xgrad::test::same_bits;
 
 namespace {
 
