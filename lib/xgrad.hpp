@@ -4,6 +4,7 @@
 
 #include <xgrad/graph/error.hpp>
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/lib/array_io.hpp>
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/diagnostics.hpp>
@@ -14,6 +15,7 @@
 #include <xgrad/lib/loss.hpp>
 #include <xgrad/lib/multi_head.hpp>
 #include <xgrad/lib/optim.hpp>
+#include <xgrad/lib/random.hpp>
 #include <xgrad/lib/same_bits.hpp>
 #include <xgrad/lib/saturation.hpp>
 #include <xgrad/ops/add.hpp>

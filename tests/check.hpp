@@ -1,11 +1,11 @@
-// Helpers shared by every test suite: random inputs, error checks, gradcheck with its report.
+// Helpers shared by every test suite: error checks, gradcheck with its report, ulp checks.
+// (Random inputs: xgrad::random_array, lib/random.hpp; bit equality: lib/same_bits.hpp.)
 #pragma once
 
 #include <cmath>
 #include <functional>
 #include <initializer_list>
 #include <limits>
-#include <random>
 #include <string>
 
 #include <boost/mpl/list.hpp>
@@ -35,16 +35,6 @@ class BlasThreads {
  private:
   int m_before = openblas_get_num_threads();
 };
-
-// Gaussian entries, materialised (never a lazy xt::random expression), from a fixed seed.
-template <class T>
-xt::xarray<T> random_array(const Shape& shape, std::uint64_t seed, double stddev = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, stddev);
-  xt::xarray<T> a = xt::xarray<T>::from_shape(shape);
-  for (auto& x : a) x = static_cast<T>(normal(rng));
-  return a;
-}
 
 // Runs f, expects xgrad::error, and checks the message contains every one of `parts`.
 inline void check_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {

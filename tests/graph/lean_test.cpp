@@ -8,7 +8,6 @@
 
 using namespace xgrad;
 using xgrad::test::check_error;
-using xgrad::test::random_array;
 
 namespace {
 

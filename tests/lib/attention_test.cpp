@@ -6,7 +6,6 @@ using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::check_gradients;
 using xgrad::test::check_ulps;
-using xgrad::test::random_array;
 
 namespace {
 

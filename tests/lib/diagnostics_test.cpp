@@ -4,7 +4,6 @@
 
 using namespace xgrad;
 using xgrad::test::check_error;
-using xgrad::test::random_array;
 
 namespace {
 

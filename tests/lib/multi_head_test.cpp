@@ -7,7 +7,6 @@
 using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::check_gradients;
-using xgrad::test::random_array;
 
 namespace {
 

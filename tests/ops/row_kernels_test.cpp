@@ -7,7 +7,6 @@
 
 using namespace xgrad;
 using xgrad::detail::vexp;
-using xgrad::test::random_array;
 
 namespace {
 

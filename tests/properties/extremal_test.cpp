@@ -10,7 +10,6 @@
 #include <xtensor/xmath.hpp>
 
 using namespace xgrad;
-using xgrad::test::random_array;
 
 namespace {
 

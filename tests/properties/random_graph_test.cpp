@@ -14,7 +14,6 @@
 #include <random>
 
 using namespace xgrad;
-using xgrad::test::random_array;
 
 namespace {
 
@@ -595,7 +594,7 @@ BOOST_AUTO_TEST_CASE(lean_replay_gives_a_full_replays_bits) {
           std::uint64_t seed = static_cast<std::uint64_t>(c) * 10 + round;
           for (const auto& x : rg->leaves()) {
             const Shape s(x.value().shape().begin(), x.value().shape().end());
-            rg->graph().set_value(x, test::random_array<double>(s, seed++));
+            rg->graph().set_value(x, random_array<double>(s, seed++));
           }
           rg->graph().replay();
         }
