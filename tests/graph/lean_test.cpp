@@ -30,7 +30,7 @@ struct AttentionGraph {
     for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
   }
   void set_inputs(std::uint64_t seed_no) {
-    const Shape s(q.value().shape().begin(), q.value().shape().end());
+    const Shape s = shape_of(q);
     for (const auto& x : {q, k, v, seed}) g.set_value(x, random_array<T>(s, seed_no++));
   }
   std::vector<xt::xarray<T>> results() const {

@@ -23,11 +23,6 @@ struct Ref {
   std::vector<double> data;
 };
 
-std::size_t count(const Shape& s) {
-  std::size_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
 std::vector<std::size_t> unravel(std::size_t flat, const Shape& s) {
   std::vector<std::size_t> i(s.size());
   for (std::size_t a = s.size(); a-- > 0;) {
@@ -50,7 +45,7 @@ Ref ref_matmul(const Ref& a, const Ref& b, bool ta, bool tb) {
   Ref y{Shape(a.shape.begin(), a.shape.end() - 2), {}};
   y.shape.push_back(m);
   y.shape.push_back(n);
-  const std::size_t batch = count(Shape(a.shape.begin(), a.shape.end() - 2));
+  const std::size_t batch = shape_size(Shape(a.shape.begin(), a.shape.end() - 2));
   const std::size_t as = a.shape[r - 2] * a.shape[r - 1], bs = b.shape[r - 2] * b.shape[r - 1];
   for (std::size_t p = 0; p < batch; ++p) {
     for (std::size_t i = 0; i < m; ++i) {
@@ -82,7 +77,7 @@ Ref ref_transpose(const Ref& x) {
 // Calls f(flat indices of one row along axis) for every row.
 template <class F>
 void for_rows(const Shape& s, std::size_t axis, F&& f) {
-  for (std::size_t flat = 0; flat < count(s); ++flat) {
+  for (std::size_t flat = 0; flat < shape_size(s); ++flat) {
     auto i = unravel(flat, s);
     if (i[axis] != 0) continue;
     std::vector<std::size_t> row;
@@ -125,13 +120,13 @@ std::size_t broadcast_source(std::size_t flat, const Shape& big, const Shape& sm
 }
 
 Ref ref_broadcast_to(const Ref& x, const Shape& to) {
-  Ref y{to, std::vector<double>(count(to))};
+  Ref y{to, std::vector<double>(shape_size(to))};
   for (std::size_t f = 0; f < y.data.size(); ++f) y.data[f] = x.data[broadcast_source(f, to, x.shape)];
   return y;
 }
 
 Ref ref_sum_to(const Ref& x, const Shape& to) {
-  Ref y{to, std::vector<double>(count(to), 0.0)};
+  Ref y{to, std::vector<double>(shape_size(to), 0.0)};
   for (std::size_t f = 0; f < x.data.size(); ++f) y.data[broadcast_source(f, x.shape, to)] += x.data[f];
   return y;
 }
@@ -182,7 +177,7 @@ Ref ref_log_softmax(const Ref& x, long axis) {
 Ref ref_slice(const Ref& x, std::size_t axis, std::size_t begin, std::size_t end) {
   Ref y{x.shape, {}};
   y.shape[axis] = end - begin;
-  for (std::size_t f = 0; f < count(y.shape); ++f) {
+  for (std::size_t f = 0; f < shape_size(y.shape); ++f) {
     auto i = unravel(f, y.shape);
     i[axis] += begin;
     y.data.push_back(x.data[ravel(i, x.shape)]);
@@ -193,7 +188,7 @@ Ref ref_slice(const Ref& x, std::size_t axis, std::size_t begin, std::size_t end
 Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t after) {
   Ref y{x.shape, {}};
   y.shape[axis] += before + after;
-  for (std::size_t f = 0; f < count(y.shape); ++f) {
+  for (std::size_t f = 0; f < shape_size(y.shape); ++f) {
     auto i = unravel(f, y.shape);
     const bool inside = i[axis] >= before && i[axis] < before + x.shape[axis];
     i[axis] -= inside ? before : 0;
@@ -207,7 +202,7 @@ Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t afte
 struct RefAttention {
   std::size_t batch, t_q, t_k, d_k, d_v;
   RefAttention(const Ref& q, const Ref& k, const Ref& v)
-      : batch(count(Shape(q.shape.begin(), q.shape.end() - 2))), t_q(q.shape[q.shape.size() - 2]),
+      : batch(shape_size(Shape(q.shape.begin(), q.shape.end() - 2))), t_q(q.shape[q.shape.size() - 2]),
         t_k(k.shape[k.shape.size() - 2]), d_k(q.shape.back()), d_v(v.shape.back()) {}
   // The weights of batch index b, row i.
   std::vector<double> weights(const Ref& q, const Ref& k, double alpha, std::size_t b, std::size_t i, double* lse) const {
@@ -336,7 +331,7 @@ class RandomGraph {
   // One random op on a random earlier node (and, where needed, a second input made to fit).
   void grow() {
     const Var<double> x = m_g.var(pick(0, m_g.size() - 1));
-    const Shape s(x.value().shape().begin(), x.value().shape().end());
+    const Shape s = shape_of(x);
     const Ref rx = m_refs[x.id()];  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
     std::size_t op = pick(0, 19);
@@ -396,7 +391,7 @@ class RandomGraph {
       }
       case 9: {  // a 0/1 mask over the last axes, a finite fill
         const Shape ms(s.begin() + static_cast<long>(pick(0, r - 1)), s.end());
-        Ref mask{ms, std::vector<double>(count(ms))};
+        Ref mask{ms, std::vector<double>(shape_size(ms))};
         for (auto& m : mask.data) m = static_cast<double>(pick(0, 1));
         const Var<double> mv = m_g.constant("mask" + std::to_string(m_g.size()), xt::adapt(mask.data, ms));
         m_refs.push_back(mask);
@@ -478,7 +473,7 @@ class RandomGraph {
         const Var<double> packed = flash_attention(x, k, v, alpha);
         add_ref(packed, ref_flash_attention(rx, rk, rv, alpha));
         if (op == 18) return;
-        const Var<double> gp = node_or_leaf_like(Shape(packed.value().shape().begin(), packed.value().shape().end()));
+        const Var<double> gp = node_or_leaf_like(shape_of(packed));
         const Ref rg = m_refs[gp.id()];
         return add_ref(flash_attention_vjp(x, k, v, packed, gp, alpha), ref_flash_attention_vjp(rx, rk, rv, rg, alpha));
       }
@@ -593,7 +588,7 @@ BOOST_AUTO_TEST_CASE(lean_replay_gives_a_full_replays_bits) {
         for (RandomGraph* rg : {&full, &lean}) {
           std::uint64_t seed = static_cast<std::uint64_t>(c) * 10 + round;
           for (const auto& x : rg->leaves()) {
-            const Shape s(x.value().shape().begin(), x.value().shape().end());
+            const Shape s = shape_of(x);
             rg->graph().set_value(x, random_array<double>(s, seed++));
           }
           rg->graph().replay();
