@@ -26,8 +26,11 @@ const char* mode_name(GradcheckMode mode) {
 
 std::ostream& operator<<(std::ostream& out, GradcheckMode mode) { return out << mode_name(mode); }
 
-double default_atol(const std::string& dtype) { return dtype == "float32" ? 1e-4 : 1e-7; }
-double default_rtol(const std::string& dtype) { return dtype == "float32" ? 1e-3 : 1e-5; }
+const GradcheckTolerance& default_tolerance(const std::string& dtype) {
+  return dtype == "float32" ? gradcheck_float32_tolerance : gradcheck_float64_tolerance;
+}
+double default_atol(const std::string& dtype) { return default_tolerance(dtype).atol; }
+double default_rtol(const std::string& dtype) { return default_tolerance(dtype).rtol; }
 
 namespace {
 
