@@ -8,6 +8,7 @@
 #include <xgrad/lib/array_io.hpp>
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/diagnostics.hpp>
+#include <xgrad/lib/documented_example.hpp>
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
 #include <xgrad/lib/gradcheck.hpp>
