@@ -74,3 +74,7 @@ void check_ulps(const xt::xarray<T>& actual, const xt::xarray<double>& expected,
 }
 
 }  // namespace xgrad::test
+
+// Every suite names xgrad's API and these helpers unqualified.
+using namespace xgrad;
+using namespace xgrad::test;

@@ -17,7 +17,6 @@
 
 #include "cli.hpp"
 
-using namespace xgrad;
 namespace fs = std::filesystem;
 
 namespace {

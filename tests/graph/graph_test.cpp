@@ -1,8 +1,5 @@
 #include "../check.hpp"
 
-using namespace xgrad;
-using xgrad::test::check_error;
-
 BOOST_AUTO_TEST_SUITE(graph)
 
 BOOST_AUTO_TEST_CASE(nodes_are_numbered_in_creation_order) {

@@ -6,9 +6,6 @@
 
 #include <xgrad/ops/parallel.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-
 namespace {
 
 // Attention forward and backward over T queries and keys of width d, with out and the three

@@ -2,11 +2,6 @@
 
 #include <xtensor/xmath.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-using xgrad::test::check_ulps;
-
 namespace {
 
 // The spec's documented example, and the closed forms of the gradients of sum(out).

@@ -2,9 +2,6 @@
 
 #include <cmath>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-
 namespace {
 
 // Diagnostics of softmax(scores) (rows along the last axis), with a backward pass when asked.

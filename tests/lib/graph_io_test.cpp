@@ -4,9 +4,6 @@
 #include <sstream>
 #include <tuple>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-
 namespace {
 
 // q, k, v with the awkward values a round trip must keep: NaN, +-inf, -0.0, subnormals.

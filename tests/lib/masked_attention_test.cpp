@@ -3,10 +3,6 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-
 namespace {
 
 template <class T>

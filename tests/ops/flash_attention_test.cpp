@@ -7,11 +7,6 @@
 
 #include <xgrad/ops/parallel.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-using xgrad::test::check_ulps;
-
 namespace {
 
 struct Case {

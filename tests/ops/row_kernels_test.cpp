@@ -5,7 +5,6 @@
 #include <xgrad/ops/row_kernels.hpp>
 #include <xgrad/ops/vexp.hpp>
 
-using namespace xgrad;
 using xgrad::detail::vexp;
 
 namespace {

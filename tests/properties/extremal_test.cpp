@@ -9,8 +9,6 @@
 
 #include <xtensor/xmath.hpp>
 
-using namespace xgrad;
-
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();

@@ -13,8 +13,6 @@
 #include <set>
 #include <random>
 
-using namespace xgrad;
-
 namespace {
 
 // A reference array: a shape and row-major float64 data, computed without xtensor or BLAS.
