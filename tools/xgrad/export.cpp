@@ -28,14 +28,8 @@ std::string help_text() {
          "\n"
          "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
          "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out.\n"
-         "\n"
-         "  --q Q --k K --v V   input arrays, .npy or .json\n"
-         "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal;\n"
-         "                      each 0 to 65536\n"
-         "  --seed N            seed of the random inputs, 0 to 2^64 - 1 (default 0)\n"
-         "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
-         "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
-         "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
+         "\n" +
+         input_options_help +
          "  --format F          json (default): the xgrad-graph format, version 1, which `xgrad replay`\n"
          "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg)\n"
          "  --values V          JSON only: the node values to include: " + name(ExportValues::none) + ", " +

@@ -39,14 +39,8 @@ std::string help_text() {
          " random projections v^T J u per input. Tolerance |numeric - analytic| <= atol + rtol |analytic|:\n"
          "float64 atol " + scientific(f64.atol) + ", rtol " + scientific(f64.rtol) + "; float32 atol " + scientific(f32.atol) +
          ", rtol " + scientific(f32.rtol) + ".\n"
-         "\n"
-         "  --q Q --k K --v V   input arrays, .npy or .json\n"
-         "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal;\n"
-         "                      each 0 to 65536\n"
-         "  --seed N            seed of the random inputs, 0 to 2^64 - 1 (default 0)\n"
-         "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
-         "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
-         "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
+         "\n" +
+         input_options_help +
          "\n"
          "exit status: 0 PASS, 1 FAIL, 2 bad usage or input or out of memory (one line on stderr)\n";
 }
