@@ -59,6 +59,26 @@ GradcheckReport check_gradients(const Var<T>& y, const std::vector<Var<T>>& xs,
   return report;
 }
 
+// y's op writes `attrs` (compact JSON), and the export of y's graph with all values imports back
+// with y's node of the same op, the same attrs and the same value.
+inline void check_attrs_round_trip(const Var<double>& y, const std::string& op, const std::string& attrs) {
+  BOOST_TEST(y.node().op->attrs().dump() == attrs);
+  const auto copy = graph_from_json<double>(to_json(y.graph(), ExportValues::all).dump());
+  BOOST_TEST(copy->node(y.id()).op_name() == op);
+  BOOST_TEST(copy->node(y.id()).op->attrs() == y.node().op->attrs());
+  BOOST_TEST(copy->node(y.id()).value == y.value());
+}
+
+// The import of `exported` refuses each of `keys` in the attrs of node `id` set to -1, naming it.
+inline void check_refuses_negative_attrs(const Json& exported, std::size_t id, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    Json bad = exported;
+    bad["nodes"][id]["attrs"][key] = -1;
+    check_error([&] { graph_from_json<double>(bad.dump()); },
+                {"nodes[" + std::to_string(id) + "].attrs." + key + ": expected a non-negative integer, got -1"});
+  }
+}
+
 // |actual - expected| <= n ulp of T at expected, for every element.
 template <class T>
 void check_ulps(const xt::xarray<T>& actual, const xt::xarray<double>& expected, int n) {
