@@ -87,12 +87,21 @@ void for_rows(const Shape& s, std::size_t axis, F&& f) {
   }
 }
 
+// The two reductions of a stable softmax over one row of x: its maximum m and sum(exp(x - m)).
+struct RowMaxSum {
+  double m = -INFINITY, s = 0;
+};
+RowMaxSum row_max_sum(const Ref& x, const std::vector<std::size_t>& row) {
+  RowMaxSum r;
+  for (auto f : row) r.m = std::max(r.m, x.data[f]);
+  for (auto f : row) r.s += std::exp(x.data[f] - r.m);
+  return r;
+}
+
 Ref ref_softmax(const Ref& x, long axis) {
   Ref y = x;
   for_rows(x.shape, norm_axis(axis, x.shape.size()), [&](const std::vector<std::size_t>& row) {
-    double m = -INFINITY, s = 0;
-    for (auto f : row) m = std::max(m, x.data[f]);
-    for (auto f : row) s += std::exp(x.data[f] - m);
+    const auto [m, s] = row_max_sum(x, row);
     for (auto f : row) y.data[f] = std::exp(x.data[f] - m) / s;
   });
   return y;
@@ -164,9 +173,7 @@ Ref ref_reduce(const Ref& x, const std::vector<std::size_t>& axes, bool keepdims
 Ref ref_log_softmax(const Ref& x, long axis) {
   Ref y = x;
   for_rows(x.shape, norm_axis(axis, x.shape.size()), [&](const std::vector<std::size_t>& row) {
-    double m = -INFINITY, s = 0;
-    for (auto f : row) m = std::max(m, x.data[f]);
-    for (auto f : row) s += std::exp(x.data[f] - m);
+    const auto [m, s] = row_max_sum(x, row);
     for (auto f : row) y.data[f] = x.data[f] - m - std::log(s);
   });
   return y;
