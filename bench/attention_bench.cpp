@@ -29,7 +29,6 @@
 #include <cstdlib>
 #include <malloc.h>
 #include <new>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,7 +42,6 @@
 #include <xgrad/ops/softmax_vjp.hpp>
 #include <xgrad/xgrad.hpp>
 
-#include "random_matrix.hpp"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -84,7 +82,7 @@ struct Shape4 {
   }
 };
 
-using xgrad::bench::random;
+using xgrad::random_array;
 
 // The bare GEMMs: the same products with the same flags, into buffers allocated once; run_loop
 // adds the row passes between them (the C loop).
@@ -92,8 +90,8 @@ template <class T>
 class Gemms {
  public:
   explicit Gemms(const Shape4& s)
-      : m_s(s), q(random<T>(s.t_q, s.d_k, 1)), k(random<T>(s.t_k, s.d_k, 2)), v(random<T>(s.t_k, s.d_v, 3)),
-        g(random<T>(s.t_q, s.d_v, 4)), w(xt::xarray<T>::from_shape({s.t_q, s.t_k})), dw(w), out(g), dq(q), dk(k), dv(v) {}
+      : m_s(s), q(random_array<T>({s.t_q, s.d_k}, 1)), k(random_array<T>({s.t_k, s.d_k}, 2)), v(random_array<T>({s.t_k, s.d_v}, 3)),
+        g(random_array<T>({s.t_q, s.d_v}, 4)), w(xt::xarray<T>::from_shape({s.t_q, s.t_k})), dw(w), out(g), dq(q), dk(k), dv(v) {}
 
   void run(bool backward) { products(backward, false); }
 
@@ -164,13 +162,13 @@ template <class T>
 struct AttentionGraph {
   xgrad::Graph<T> graph;
   AttentionGraph(const Shape4& s, bool backward, xgrad::AttentionImpl impl, bool lean = false) {
-    const auto q = graph.input("q", random<T>(s.t_q, s.d_k, 1));
-    const auto k = graph.input("k", random<T>(s.t_k, s.d_k, 2));
-    const auto v = graph.input("v", random<T>(s.t_k, s.d_v, 3));
+    const auto q = graph.input("q", random_array<T>({s.t_q, s.d_k}, 1));
+    const auto k = graph.input("k", random_array<T>({s.t_k, s.d_k}, 2));
+    const auto v = graph.input("v", random_array<T>({s.t_k, s.d_v}, 3));
     const auto out = xgrad::attention(q, k, v, impl);
     graph.set_output("out", out);
     if (backward) {
-      const auto grads = xgrad::grad(out, {q, k, v}, random<T>(s.t_q, s.d_v, 4));
+      const auto grads = xgrad::grad(out, {q, k, v}, random_array<T>({s.t_q, s.d_v}, 4));
       for (std::size_t i = 0; i < 3; ++i) graph.set_grad(std::string(1, "qkv"[i]), grads[i]);
     }
     if (lean) graph.keep_only({});
@@ -181,7 +179,7 @@ struct AttentionGraph {
 // at the peak of the first replay after keep_only.
 template <class T>
 double peak_extra_m(const Shape4& s, bool backward, xgrad::AttentionImpl impl, bool lean) {
-  xt::xarray<T> inputs[] = {random<T>(s.t_q, s.d_k, 1), random<T>(s.t_k, s.d_k, 2), random<T>(s.t_k, s.d_v, 3)};
+  xt::xarray<T> inputs[] = {random_array<T>({s.t_q, s.d_k}, 1), random_array<T>({s.t_k, s.d_k}, 2), random_array<T>({s.t_k, s.d_v}, 3)};
   const std::size_t before = live_bytes.load();
   peak_bytes = before;
   {

@@ -10,12 +10,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <string>
 
 #include <xgrad/xgrad.hpp>
 
-#include "random_matrix.hpp"
 
 namespace {
 
@@ -30,7 +28,7 @@ double status_mib(const char* field) {
   return -1;
 }
 
-using xgrad::bench::random;
+using xgrad::random_array;
 
 // Resets VmHWM to the current RSS (Linux 4.0 and later).
 bool reset_peak() {
@@ -43,10 +41,10 @@ bool reset_peak() {
 template <class T>
 int measure(xgrad::AttentionImpl impl, std::size_t t, std::size_t d, bool lean) {
   xgrad::Graph<T> g;
-  const auto q = g.input("q", random<T>(t, d, 1));
-  const auto k = g.input("k", random<T>(t, d, 2));
-  const auto v = g.input("v", random<T>(t, d, 3));
-  const xt::xarray<T> seed = random<T>(t, d, 4);
+  const auto q = g.input("q", random_array<T>({t, d}, 1));
+  const auto k = g.input("k", random_array<T>({t, d}, 2));
+  const auto v = g.input("v", random_array<T>({t, d}, 3));
+  const xt::xarray<T> seed = random_array<T>({t, d}, 4);
   const double before = status_mib("VmRSS");
   auto t0 = std::chrono::steady_clock::now();
   const auto out = xgrad::attention(q, k, v, impl);

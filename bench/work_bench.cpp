@@ -58,8 +58,8 @@ int main() {
     const Node<double>& n = y.node();
     std::vector<Shape> in;
     Args<double> args;
-    for (auto i : n.inputs) { in.emplace_back(g.node(i).value().shape().begin(), g.node(i).value().shape().end()); args.push_back(&g.node(i).value()); }
-    const Shape ys(n.value().shape().begin(), n.value().shape().end());
+    for (const Slot& i : n.inputs) { in.push_back(xgrad::shape_of(g.node(i.node).value(i.output))); args.push_back(&g.node(i.node).value(i.output)); }
+    const Shape ys = xgrad::shape_of(n.value());
     const double work = n.op->work(in, ys);
     xt::xarray<double> out = n.value();
     double best = 1e9;

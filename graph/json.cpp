@@ -13,6 +13,13 @@ Json encode_number(double x) {
   return x;
 }
 
+std::optional<double> decode_number_string(std::string_view s) {
+  if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (s == "inf") return std::numeric_limits<double>::infinity();
+  if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
 namespace {
 
 // A SAX pass that builds nothing: it stops at the first syntax error, at nesting deeper than the
@@ -184,9 +191,7 @@ double JsonCursor::number() const {
   if (m_json->is_number()) return m_json->get<double>();
   if (m_json->is_string()) {
     const auto& s = m_json->get_ref<const std::string&>();
-    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-    if (s == "inf") return std::numeric_limits<double>::infinity();
-    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (const auto x = decode_number_string(s)) return *x;
     fail("expected a number or \"nan\", \"inf\", \"-inf\", got the string \"" + s.substr(0, 32) +
          (s.size() > 32 ? "...\"" : "\""));
   }

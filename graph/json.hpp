@@ -21,6 +21,9 @@ struct JsonLimits {
 // A number as JSON: itself if finite, else the string "nan", "inf" or "-inf" (nlohmann would
 // write null). dump() then round-trips every double bit for bit, -0.0 and subnormals included.
 Json encode_number(double x);
+// The inverse for the strings: the value "nan", "inf" or "-inf" stands for; nullopt for any
+// other string.
+std::optional<double> decode_number_string(std::string_view s);
 
 // Parses text as JSON, first rejecting, without building anything, nesting deeper than max_depth
 // (a DOM's dump, copy and comparison recurse once per level) and a key given twice in one object

@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <limits>
 #include <ostream>
-#include <random>
 
 #include <xtensor/xbuilder.hpp>
 
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
+#include <xgrad/lib/random.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
@@ -26,8 +26,11 @@ const char* mode_name(GradcheckMode mode) {
 
 std::ostream& operator<<(std::ostream& out, GradcheckMode mode) { return out << mode_name(mode); }
 
-double default_atol(const std::string& dtype) { return dtype == "float32" ? 1e-4 : 1e-7; }
-double default_rtol(const std::string& dtype) { return dtype == "float32" ? 1e-3 : 1e-5; }
+const GradcheckTolerance& default_tolerance(const std::string& dtype) {
+  return dtype == "float32" ? gradcheck_float32_tolerance : gradcheck_float64_tolerance;
+}
+double default_atol(const std::string& dtype) { return default_tolerance(dtype).atol; }
+double default_rtol(const std::string& dtype) { return default_tolerance(dtype).rtol; }
 
 namespace {
 
@@ -209,18 +212,12 @@ GradcheckReport gradcheck(const Var<T>& y, const std::vector<Var<T>>& xs, const 
       }
     }
   } else {
-    std::mt19937_64 rng(options.seed);
-    std::normal_distribution<double> normal;
-    const auto gaussian = [&](const auto& shape) {
-      xt::xarray<double> r = xt::zeros<double>(shape);
-      for (auto& value : r) value = normal(rng);
-      return r;
-    };
+    NormalStream normal(options.seed);
     for (std::size_t p = 0; p < options.projections; ++p) {
-      const xt::xarray<double> v = gaussian(y_shape);
+      const xt::xarray<double> v = normal.array<double>(shape_of(y));
       vjp(v);
       for (std::size_t i = 0; i < xs.size(); ++i) {
-        const xt::xarray<double> u = gaussian(xs[i].value().shape());
+        const xt::xarray<double> u = normal.array<double>(shape_of(xs[i]));
         const xt::xarray<double> slope = directional(i, u);
         GradcheckEntry e = report.inputs[i];
         e.index = {p};

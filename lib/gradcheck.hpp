@@ -21,9 +21,20 @@ enum class GradcheckMode {
 const char* mode_name(GradcheckMode mode);
 std::ostream& operator<<(std::ostream& out, GradcheckMode mode);
 
-// Default tolerances, |numeric - analytic| <= atol + rtol * |analytic|:
-//   float64: atol 1e-7, rtol 1e-5   (central differences with eps 1e-6 are good to ~1e-9 here)
-//   float32: atol 1e-4, rtol 1e-3   (the analytic side is float32 arithmetic, ~1e-7 per op)
+// A tolerance: an entry passes when |numeric - analytic| <= atol + rtol * |analytic|.
+struct GradcheckTolerance {
+  double atol, rtol;
+};
+
+// The default tolerances, by the dtype of the graph checked: the one definition of them (the
+// tool's --help prints these).
+// float64: central differences with the default eps are good to ~1e-9 here.
+inline constexpr GradcheckTolerance gradcheck_float64_tolerance = {1e-7, 1e-5};
+// float32: the analytic side is float32 arithmetic, ~1e-7 per op.
+inline constexpr GradcheckTolerance gradcheck_float32_tolerance = {1e-4, 1e-3};
+
+// Every default is defined here, once: the tool's --help prints GradcheckOptions{} and the two
+// tolerances above.
 struct GradcheckOptions {
   GradcheckMode mode = GradcheckMode::automatic;
   double eps = 1e-6;             // the finite-difference step, taken in float64
@@ -34,6 +45,8 @@ struct GradcheckOptions {
   std::uint64_t seed = 0;        // for the projection vectors
 };
 
+// gradcheck_float32_tolerance for "float32", else gradcheck_float64_tolerance, and its two parts.
+const GradcheckTolerance& default_tolerance(const std::string& dtype);
 double default_atol(const std::string& dtype);
 double default_rtol(const std::string& dtype);
 

@@ -28,9 +28,7 @@ class ArrayBuilder {
   bool number_unsigned(Json::number_unsigned_t v) { return push(static_cast<double>(v)); }
   bool number_float(Json::number_float_t v, const std::string&) { return push(v); }
   bool string(std::string& s) {
-    if (s == "nan") return push(std::numeric_limits<double>::quiet_NaN());
-    if (s == "inf") return push(std::numeric_limits<double>::infinity());
-    if (s == "-inf") return push(-std::numeric_limits<double>::infinity());
+    if (const auto x = decode_number_string(s)) return push(*x);
     return fail("expected a number, got a string (only \"nan\", \"inf\" and \"-inf\" stand for numbers)");
   }
   bool binary(Json::binary_t&) { return fail("expected a number"); }

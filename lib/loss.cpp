@@ -1,6 +1,7 @@
 #include <xgrad/lib/loss.hpp>
 
 #include <xgrad/graph/error.hpp>
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/lib/format.hpp>
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/common.hpp>
@@ -43,7 +44,7 @@ Var<T> mse_loss(const Var<T>& prediction, const Var<T>& target) {
 
 template <class T>
 xt::xarray<T> one_hot(const xt::xarray<std::size_t>& labels, std::size_t classes) {
-  Shape shape(labels.shape().begin(), labels.shape().end());
+  Shape shape = shape_of(labels);
   shape.push_back(classes);
   detail::check_result_shape("one_hot", shape, "result");
   xt::xarray<T> y = xt::zeros<T>(shape);

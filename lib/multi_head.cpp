@@ -1,5 +1,6 @@
 #include <xgrad/lib/multi_head.hpp>
 
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/optim.hpp>
 #include <xgrad/ops/add.hpp>
@@ -35,8 +36,7 @@ void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>
   detail::check_one_graph<T>("multi_head_attention",
                              {{"x_q", &x_q}, {"x_kv", &x_kv}, {"w_q", &p.w_q}, {"b_q", &p.b_q}, {"w_k", &p.w_k},
                               {"b_k", &p.b_k}, {"w_v", &p.w_v}, {"b_v", &p.b_v}, {"w_o", &p.w_o}, {"b_o", &p.b_o}});
-  const auto shape = [](const Var<T>& v) { return Shape(v.value().shape().begin(), v.value().shape().end()); };
-  const Shape q = shape(x_q), kv = shape(x_kv);
+  const Shape q = shape_of(x_q), kv = shape_of(x_kv);
   if (q.size() != 3 || kv.size() != 3 || q[0] != kv[0] || q[2] != kv[2]) {
     throw error("multi_head_attention: x_q and x_kv must be (B, T, d_model) with the same B and d_model: x_q is " +
                 shape_str(q) + ", x_kv is " + shape_str(kv));
@@ -53,8 +53,8 @@ void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>
                                                        {"w_v", &p.w_v}, {"b_v", &p.b_v}, {"w_o", &p.w_o}, {"b_o", &p.b_o}};
   for (const auto& [name, v] : all) {
     const Shape expected = name[0] == 'w' ? Shape{d, d} : Shape{d};
-    if (!v->valid() || shape(*v) != expected) {
-      throw error(std::string("multi_head_attention: ") + name + " is " + (v->valid() ? shape_str(shape(*v)) : "empty") +
+    if (!v->valid() || shape_of(*v) != expected) {
+      throw error(std::string("multi_head_attention: ") + name + " is " + (v->valid() ? shape_str(shape_of(*v)) : "empty") +
                   ", expected " + shape_str(expected) + " for d_model = " + std::to_string(d));
     }
   }

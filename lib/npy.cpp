@@ -10,6 +10,7 @@
 #include <limits>
 
 #include <xgrad/graph/error.hpp>
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/lib/files.hpp>
 
 namespace xgrad {
@@ -177,9 +178,7 @@ NpyHeader read_npy_header(const std::function<std::string(std::size_t, std::size
     fail("shape " + shape_str(h.shape) + " has more than " + std::to_string(max_array_elements) +
          " elements (axes of length 0 counted as 1), the most xgrad reads");
   }
-  std::size_t count = 1;
-  for (std::size_t d : h.shape) count *= d;
-  const std::size_t data_bytes = count * h.item_size, available = total - h.data_offset;
+  const std::size_t data_bytes = shape_size(h.shape) * h.item_size, available = total - h.data_offset;
   if (data_bytes != available) {
     fail("shape " + shape_str(h.shape) + " of " + h.dtype + " needs " + std::to_string(data_bytes) +
          " data bytes, the file has " + std::to_string(available) + (available < data_bytes ? " (truncated)" : " (trailing bytes)"));

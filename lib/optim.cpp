@@ -5,6 +5,7 @@
 
 #include <xtensor/xbuilder.hpp>
 
+#include <xgrad/lib/random.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
@@ -137,11 +138,7 @@ template <class T>
 xt::xarray<T> he_normal(const Shape& shape, std::uint64_t seed) {
   detail::check_result_shape("he_normal", shape, "array");
   const double sd = std::sqrt(2.0 / static_cast<double>(std::max<std::size_t>(fans(shape).first, 1)));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, sd);
-  xt::xarray<T> w = xt::xarray<T>::from_shape(shape);
-  for (auto& x : w) x = static_cast<T>(normal(rng));
-  return w;
+  return random_array<T>(shape, seed, sd);
 }
 
 template class Sgd<float>;

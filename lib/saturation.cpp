@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <sstream>
 
 #include <xtensor/xmath.hpp>
@@ -11,6 +10,7 @@
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/diagnostics.hpp>
 #include <xgrad/lib/grad.hpp>
+#include <xgrad/lib/random.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
@@ -104,13 +104,8 @@ std::vector<SweepRow> saturation_sweep(const SweepOptions& o) {
     check("q (T_q, d_k)", {o.t_q, d});
     check("k (T_k, d_k)", {o.t_k, d});
   }
-  std::mt19937_64 rng(o.seed);
-  std::normal_distribution<double> normal;
-  const auto draw = [&](std::size_t rows, std::size_t cols) {
-    xt::xarray<double> a = xt::xarray<double>::from_shape({rows, cols});
-    for (auto& x : a) x = normal(rng);
-    return a;
-  };
+  NormalStream normal(o.seed);
+  const auto draw = [&](std::size_t rows, std::size_t cols) { return normal.array<double>({rows, cols}); };
   std::vector<SweepRow> out;
   const std::size_t total = o.d_k.size() * o.trials;
   for (std::size_t d_k : o.d_k) {

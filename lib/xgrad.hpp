@@ -4,9 +4,11 @@
 
 #include <xgrad/graph/error.hpp>
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/lib/array_io.hpp>
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/diagnostics.hpp>
+#include <xgrad/lib/documented_example.hpp>
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
 #include <xgrad/lib/gradcheck.hpp>
@@ -14,6 +16,8 @@
 #include <xgrad/lib/loss.hpp>
 #include <xgrad/lib/multi_head.hpp>
 #include <xgrad/lib/optim.hpp>
+#include <xgrad/lib/random.hpp>
+#include <xgrad/lib/same_bits.hpp>
 #include <xgrad/lib/saturation.hpp>
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/apply_mask.hpp>

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/row_kernels.hpp>
@@ -55,7 +56,7 @@ class LogSoftmaxOp final : public OpFor<LogSoftmaxOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const T* src = x[0]->data();
     T* dst = y.data();
-    detail::parallel_for_each_row(Shape(y.shape().begin(), y.shape().end()), m_axis,
+    detail::parallel_for_each_row(shape_of(y), m_axis,
                                   [&](std::size_t offset, std::size_t n, std::size_t stride) {
                                     log_softmax_row(src + offset, dst + offset, n, stride);
                                   });

@@ -9,6 +9,7 @@
 #include <climits>
 
 #include <xgrad/graph/json.hpp>
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/gemm.hpp>
 #include <xgrad/ops/parallel.hpp>
@@ -68,8 +69,7 @@ class MatmulOp final : public OpFor<MatmulOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const xt::xarray<T>& a = *x[0];
     const xt::xarray<T>& b = *x[1];
-    const Shape as(a.shape().begin(), a.shape().end());
-    const Shape bs(b.shape().begin(), b.shape().end());
+    const Shape as = shape_of(a), bs = shape_of(b);
     const Dims d = dims(as, bs);
     const std::size_t batch = y.size() / std::max<std::size_t>(d.m * d.n, 1);
     // The products of batch indices [i0, i1), rows [r0, r1) of y.

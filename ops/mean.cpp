@@ -3,6 +3,7 @@
 // saves:   the axes and keepdims.
 #include <xgrad/ops/mean.hpp>
 
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum.hpp>
@@ -42,7 +43,7 @@ class MeanOp final : public OpFor<MeanOp> {
  private:
   template <class T>
   detail::Reduction reduction_of(const xt::xarray<T>& x) const {
-    return detail::reduction(m_axes, m_keepdims, Shape(x.shape().begin(), x.shape().end()));
+    return detail::reduction(m_axes, m_keepdims, shape_of(x));
   }
 
   std::vector<long> m_axes;
@@ -58,7 +59,7 @@ Var<T> mean(const Var<T>& x, const std::vector<long>& axes, bool keepdims) {
 
 template <class T>
 Var<T> mean(const Var<T>& x) {
-  return mean(x, detail::all_axes(Shape(x.value().shape().begin(), x.value().shape().end())));
+  return mean(x, detail::all_axes(shape_of(x)));
 }
 
 std::shared_ptr<const Op> make_mean_op(const JsonCursor& attrs) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/slice.hpp>
 
@@ -43,7 +44,7 @@ class PadOp final : public OpFor<PadOp> {
   // Each of the outer blocks of y is a run of zeros, x's block, a run of zeros.
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const Shape shape(x[0]->shape().begin(), x[0]->shape().end());
+    const Shape shape = shape_of(*x[0]);
     const detail::Rows r = detail::rows_along(shape, detail::normalize_axis(m_axis, shape));
     const std::size_t head = m_before * r.inner, body = r.n * r.inner, tail = m_after * r.inner;
     const T* src = x[0]->data();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/common.hpp>
 
 namespace xgrad {
@@ -13,12 +14,6 @@ namespace {
 
 // Attribute keys, for attrs() and the factory alike.
 constexpr const char* key_shape = "shape";
-
-std::size_t count(const Shape& s) {
-  std::size_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
 
 class ReshapeOp final : public OpFor<ReshapeOp> {
  public:
@@ -29,9 +24,9 @@ class ReshapeOp final : public OpFor<ReshapeOp> {
   Json attrs() const override { return {{key_shape, m_shape}}; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
-    if (!bounded_size(m_shape) || count(m_shape) != count(x[0])) {
-      throw error("x " + shape_str(x[0]) + " has " + std::to_string(count(x[0])) + " elements, " + shape_str(m_shape) +
-                  " holds " + (bounded_size(m_shape) ? std::to_string(count(m_shape)) : std::string("too many")));
+    if (!bounded_size(m_shape) || shape_size(m_shape) != shape_size(x[0])) {
+      throw error("x " + shape_str(x[0]) + " has " + std::to_string(shape_size(x[0])) + " elements, " + shape_str(m_shape) +
+                  " holds " + (bounded_size(m_shape) ? std::to_string(shape_size(m_shape)) : std::string("too many")));
     }
     return m_shape;
   }

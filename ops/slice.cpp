@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/pad.hpp>
 
@@ -43,7 +44,7 @@ class SliceOp final : public OpFor<SliceOp> {
   // Each of the outer blocks of y is one contiguous run of x: rows begin .. end of its block.
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const Shape shape(x[0]->shape().begin(), x[0]->shape().end());
+    const Shape shape = shape_of(*x[0]);
     const detail::Rows r = detail::rows_along(shape, detail::normalize_axis(m_axis, shape));
     if (y.size() == 0) return;  // then x may be empty too: no pointer arithmetic on its data
     const std::size_t run = (m_end - m_begin) * r.inner, block = r.n * r.inner;

@@ -3,6 +3,7 @@
 // saves:   the axes and keepdims.
 #include <xgrad/ops/sum.hpp>
 
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/common.hpp>
 #include <xgrad/ops/reshape.hpp>
@@ -32,7 +33,7 @@ class SumOp final : public OpFor<SumOp> {
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const Shape shape(x[0]->shape().begin(), x[0]->shape().end());
+    const Shape shape = shape_of(*x[0]);
     detail::sum_axes(*x[0], detail::reduction(m_axes, m_keepdims, shape).axes, T(1), y);
   }
 
@@ -57,7 +58,7 @@ Var<T> sum(const Var<T>& x, const std::vector<long>& axes, bool keepdims) {
 
 template <class T>
 Var<T> sum(const Var<T>& x) {
-  return sum(x, detail::all_axes(Shape(x.value().shape().begin(), x.value().shape().end())));
+  return sum(x, detail::all_axes(shape_of(x)));
 }
 
 template <class T>

@@ -1,12 +1,11 @@
-// Helpers shared by every test suite: random inputs, error checks, gradcheck with its report.
+// Helpers shared by every test suite: error checks, gradcheck with its report, ulp checks.
+// (Random inputs: xgrad::random_array, lib/random.hpp; bit equality: lib/same_bits.hpp.)
 #pragma once
 
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <limits>
-#include <random>
 #include <string>
 
 #include <boost/mpl/list.hpp>
@@ -37,22 +36,6 @@ class BlasThreads {
   int m_before = openblas_get_num_threads();
 };
 
-// The same shape and the same bytes (a NaN equals only a NaN of the same payload).
-template <class T>
-bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
-  return shapes_equal(a.shape(), b.shape()) && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-// Gaussian entries, materialised (never a lazy xt::random expression), from a fixed seed.
-template <class T>
-xt::xarray<T> random_array(const Shape& shape, std::uint64_t seed, double stddev = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, stddev);
-  xt::xarray<T> a = xt::xarray<T>::from_shape(shape);
-  for (auto& x : a) x = static_cast<T>(normal(rng));
-  return a;
-}
-
 // Runs f, expects xgrad::error, and checks the message contains every one of `parts`.
 inline void check_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {
   try {
@@ -76,6 +59,26 @@ GradcheckReport check_gradients(const Var<T>& y, const std::vector<Var<T>>& xs,
   return report;
 }
 
+// y's op writes `attrs` (compact JSON), and the export of y's graph with all values imports back
+// with y's node of the same op, the same attrs and the same value.
+inline void check_attrs_round_trip(const Var<double>& y, const std::string& op, const std::string& attrs) {
+  BOOST_TEST(y.node().op->attrs().dump() == attrs);
+  const auto copy = graph_from_json<double>(to_json(y.graph(), ExportValues::all).dump());
+  BOOST_TEST(copy->node(y.id()).op_name() == op);
+  BOOST_TEST(copy->node(y.id()).op->attrs() == y.node().op->attrs());
+  BOOST_TEST(copy->node(y.id()).value() == y.value());
+}
+
+// The import of `exported` refuses each of `keys` in the attrs of node `id` set to -1, naming it.
+inline void check_refuses_negative_attrs(const Json& exported, std::size_t id, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    Json bad = exported;
+    bad["nodes"][id]["attrs"][key] = -1;
+    check_error([&] { graph_from_json<double>(bad.dump()); },
+                {"nodes[" + std::to_string(id) + "].attrs." + key + ": expected a non-negative integer, got -1"});
+  }
+}
+
 // |actual - expected| <= n ulp of T at expected, for every element.
 template <class T>
 void check_ulps(const xt::xarray<T>& actual, const xt::xarray<double>& expected, int n) {
@@ -91,3 +94,7 @@ void check_ulps(const xt::xarray<T>& actual, const xt::xarray<double>& expected,
 }
 
 }  // namespace xgrad::test
+
+// Every suite names xgrad's API and these helpers unqualified.
+using namespace xgrad;
+using namespace xgrad::test;

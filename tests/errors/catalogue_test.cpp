@@ -19,7 +19,6 @@
 
 #include "cli.hpp"
 
-using namespace xgrad;
 namespace fs = std::filesystem;
 
 namespace {

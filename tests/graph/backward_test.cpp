@@ -2,11 +2,6 @@
 
 #include <xgrad/graph/backward.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-using xgrad::test::random_array;
-
 BOOST_AUTO_TEST_SUITE(backward)
 
 BOOST_AUTO_TEST_CASE(grad_out_defaults_to_ones) {

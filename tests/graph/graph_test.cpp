@@ -3,11 +3,6 @@
 
 #include <xgrad/graph/backward.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-using xgrad::test::random_array;
-
 BOOST_AUTO_TEST_SUITE(graph)
 
 BOOST_AUTO_TEST_CASE(nodes_are_numbered_in_creation_order) {

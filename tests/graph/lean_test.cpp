@@ -6,11 +6,6 @@
 
 #include <xgrad/ops/parallel.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::random_array;
-using xgrad::test::same_bits;
-
 namespace {
 
 // Attention forward and backward over T queries and keys of width d, with out and the three
@@ -32,7 +27,7 @@ struct AttentionGraph {
     for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
   }
   void set_inputs(std::uint64_t seed_no) {
-    const Shape s(q.value().shape().begin(), q.value().shape().end());
+    const Shape s = shape_of(q);
     for (const auto& x : {q, k, v, seed}) g.set_value(x, random_array<T>(s, seed_no++));
   }
   std::vector<xt::xarray<T>> results() const {

@@ -4,10 +4,6 @@
 #include <filesystem>
 #include <fstream>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::random_array;
-
 namespace {
 
 const std::string npy_dir = XGRAD_TEST_DATA "/npy/";

@@ -2,10 +2,6 @@
 
 #include <cmath>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::random_array;
-
 namespace {
 
 // Diagnostics of softmax(scores) (rows along the last axis), with a backward pass when asked.
@@ -13,7 +9,7 @@ std::vector<SoftmaxDiagnostics> of_scores(const xt::xarray<double>& scores, bool
   Graph<double> g;
   const auto x = g.input("scores", scores);
   const auto y = softmax(x);
-  if (backward) grad(y, {x}, xt::xarray<double>(random_array<double>({scores.shape().begin(), scores.shape().end()}, 3)));
+  if (backward) grad(y, {x}, xt::xarray<double>(random_array<double>(shape_of(scores), 3)));
   return softmax_diagnostics(g, threshold);
 }
 

@@ -1,9 +1,5 @@
 #include "../check.hpp"
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::random_array;
-
 namespace {
 
 // y = x^2 with a deliberately wrong VJP (3 x grad_out instead of 2 x grad_out): the negative

@@ -4,11 +4,6 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-using xgrad::test::random_array;
-
 namespace {
 
 // Projections W = I and biases 0: the block reduces to attention of its inputs, head by head.

@@ -2,10 +2,6 @@
 
 #include <xtensor/xmath.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::random_array;
-
 namespace {
 
 // loss = sum((w - target)^2), its gradient 2 (w - target), as graph nodes.

@@ -2,11 +2,6 @@
 
 #include <xtensor/xmanipulation.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-using xgrad::test::random_array;
-
 BOOST_AUTO_TEST_SUITE(permute)
 
 BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {

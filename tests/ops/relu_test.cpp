@@ -3,7 +3,6 @@
 using namespace xgrad;
 using xgrad::test::check_error;
 using xgrad::test::check_gradients;
-using xgrad::test::random_array;
 
 BOOST_AUTO_TEST_SUITE(relu)
 

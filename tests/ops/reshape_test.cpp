@@ -1,10 +1,5 @@
 #include "../check.hpp"
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-using xgrad::test::random_array;
-
 BOOST_AUTO_TEST_SUITE(reshape)
 
 BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {

@@ -5,9 +5,7 @@
 #include <xgrad/ops/row_kernels.hpp>
 #include <xgrad/ops/vexp.hpp>
 
-using namespace xgrad;
 using xgrad::detail::vexp;
-using xgrad::test::random_array;
 
 namespace {
 
@@ -199,7 +197,7 @@ BOOST_AUTO_TEST_CASE(rows_split_over_threads_give_the_same_bits) {
     for (const auto& v : {y, l, gx}) values[threads - 1].push_back(v.value());
   }
   for (std::size_t i = 0; i < values[0].size(); ++i) {
-    BOOST_TEST(test::same_bits(values[0][i], values[1][i]), "value " << i);
+    BOOST_TEST(same_bits(values[0][i], values[1][i]), "value " << i);
   }
 }
 

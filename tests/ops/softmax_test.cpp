@@ -3,11 +3,6 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-using namespace xgrad;
-using xgrad::test::check_error;
-using xgrad::test::check_gradients;
-using xgrad::test::random_array;
-
 BOOST_AUTO_TEST_SUITE(softmax)
 
 BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {

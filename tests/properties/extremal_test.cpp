@@ -9,10 +9,6 @@
 
 #include <xtensor/xmath.hpp>
 
-using namespace xgrad;
-using xgrad::test::random_array;
-using xgrad::test::same_bits;
-
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();

@@ -9,13 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <set>
 #include <random>
-
-using namespace xgrad;
-using xgrad::test::random_array;
 
 namespace {
 
@@ -25,11 +21,6 @@ struct Ref {
   std::vector<double> data;
 };
 
-std::size_t count(const Shape& s) {
-  std::size_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
 std::vector<std::size_t> unravel(std::size_t flat, const Shape& s) {
   std::vector<std::size_t> i(s.size());
   for (std::size_t a = s.size(); a-- > 0;) {
@@ -52,7 +43,7 @@ Ref ref_matmul(const Ref& a, const Ref& b, bool ta, bool tb) {
   Ref y{Shape(a.shape.begin(), a.shape.end() - 2), {}};
   y.shape.push_back(m);
   y.shape.push_back(n);
-  const std::size_t batch = count(Shape(a.shape.begin(), a.shape.end() - 2));
+  const std::size_t batch = shape_size(Shape(a.shape.begin(), a.shape.end() - 2));
   const std::size_t as = a.shape[r - 2] * a.shape[r - 1], bs = b.shape[r - 2] * b.shape[r - 1];
   for (std::size_t p = 0; p < batch; ++p) {
     for (std::size_t i = 0; i < m; ++i) {
@@ -84,7 +75,7 @@ Ref ref_transpose(const Ref& x) {
 // Calls f(flat indices of one row along axis) for every row.
 template <class F>
 void for_rows(const Shape& s, std::size_t axis, F&& f) {
-  for (std::size_t flat = 0; flat < count(s); ++flat) {
+  for (std::size_t flat = 0; flat < shape_size(s); ++flat) {
     auto i = unravel(flat, s);
     if (i[axis] != 0) continue;
     std::vector<std::size_t> row;
@@ -96,12 +87,21 @@ void for_rows(const Shape& s, std::size_t axis, F&& f) {
   }
 }
 
+// The two reductions of a stable softmax over one row of x: its maximum m and sum(exp(x - m)).
+struct RowMaxSum {
+  double m = -INFINITY, s = 0;
+};
+RowMaxSum row_max_sum(const Ref& x, const std::vector<std::size_t>& row) {
+  RowMaxSum r;
+  for (auto f : row) r.m = std::max(r.m, x.data[f]);
+  for (auto f : row) r.s += std::exp(x.data[f] - r.m);
+  return r;
+}
+
 Ref ref_softmax(const Ref& x, long axis) {
   Ref y = x;
   for_rows(x.shape, norm_axis(axis, x.shape.size()), [&](const std::vector<std::size_t>& row) {
-    double m = -INFINITY, s = 0;
-    for (auto f : row) m = std::max(m, x.data[f]);
-    for (auto f : row) s += std::exp(x.data[f] - m);
+    const auto [m, s] = row_max_sum(x, row);
     for (auto f : row) y.data[f] = std::exp(x.data[f] - m) / s;
   });
   return y;
@@ -127,13 +127,13 @@ std::size_t broadcast_source(std::size_t flat, const Shape& big, const Shape& sm
 }
 
 Ref ref_broadcast_to(const Ref& x, const Shape& to) {
-  Ref y{to, std::vector<double>(count(to))};
+  Ref y{to, std::vector<double>(shape_size(to))};
   for (std::size_t f = 0; f < y.data.size(); ++f) y.data[f] = x.data[broadcast_source(f, to, x.shape)];
   return y;
 }
 
 Ref ref_sum_to(const Ref& x, const Shape& to) {
-  Ref y{to, std::vector<double>(count(to), 0.0)};
+  Ref y{to, std::vector<double>(shape_size(to), 0.0)};
   for (std::size_t f = 0; f < x.data.size(); ++f) y.data[broadcast_source(f, x.shape, to)] += x.data[f];
   return y;
 }
@@ -173,9 +173,7 @@ Ref ref_reduce(const Ref& x, const std::vector<std::size_t>& axes, bool keepdims
 Ref ref_log_softmax(const Ref& x, long axis) {
   Ref y = x;
   for_rows(x.shape, norm_axis(axis, x.shape.size()), [&](const std::vector<std::size_t>& row) {
-    double m = -INFINITY, s = 0;
-    for (auto f : row) m = std::max(m, x.data[f]);
-    for (auto f : row) s += std::exp(x.data[f] - m);
+    const auto [m, s] = row_max_sum(x, row);
     for (auto f : row) y.data[f] = x.data[f] - m - std::log(s);
   });
   return y;
@@ -184,7 +182,7 @@ Ref ref_log_softmax(const Ref& x, long axis) {
 Ref ref_slice(const Ref& x, std::size_t axis, std::size_t begin, std::size_t end) {
   Ref y{x.shape, {}};
   y.shape[axis] = end - begin;
-  for (std::size_t f = 0; f < count(y.shape); ++f) {
+  for (std::size_t f = 0; f < shape_size(y.shape); ++f) {
     auto i = unravel(f, y.shape);
     i[axis] += begin;
     y.data.push_back(x.data[ravel(i, x.shape)]);
@@ -195,7 +193,7 @@ Ref ref_slice(const Ref& x, std::size_t axis, std::size_t begin, std::size_t end
 Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t after) {
   Ref y{x.shape, {}};
   y.shape[axis] += before + after;
-  for (std::size_t f = 0; f < count(y.shape); ++f) {
+  for (std::size_t f = 0; f < shape_size(y.shape); ++f) {
     auto i = unravel(f, y.shape);
     const bool inside = i[axis] >= before && i[axis] < before + x.shape[axis];
     i[axis] -= inside ? before : 0;
@@ -209,7 +207,7 @@ Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t afte
 struct RefAttention {
   std::size_t batch, t_q, t_k, d_k, d_v;
   RefAttention(const Ref& q, const Ref& k, const Ref& v)
-      : batch(count(Shape(q.shape.begin(), q.shape.end() - 2))), t_q(q.shape[q.shape.size() - 2]),
+      : batch(shape_size(Shape(q.shape.begin(), q.shape.end() - 2))), t_q(q.shape[q.shape.size() - 2]),
         t_k(k.shape[k.shape.size() - 2]), d_k(q.shape.back()), d_v(v.shape.back()) {}
   // The weights of batch index b, row i.
   std::vector<double> weights(const Ref& q, const Ref& k, double alpha, std::size_t b, std::size_t i, double* lse) const {
@@ -346,7 +344,7 @@ class RandomGraph {
   void grow() {
     const std::size_t node = pick(0, m_g.size() - 1);
     const Var<double> x = m_g.var(node, pick(0, m_g.node(node).output_count() - 1));
-    const Shape s(x.value().shape().begin(), x.value().shape().end());
+    const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
     std::size_t op = pick(0, 19);
@@ -406,7 +404,7 @@ class RandomGraph {
       }
       case 9: {  // a 0/1 mask over the last axes, a finite fill
         const Shape ms(s.begin() + static_cast<long>(pick(0, r - 1)), s.end());
-        Ref mask{ms, std::vector<double>(count(ms))};
+        Ref mask{ms, std::vector<double>(shape_size(ms))};
         for (auto& m : mask.data) m = static_cast<double>(pick(0, 1));
         const Var<double> mv = m_g.constant("mask" + std::to_string(m_g.size()), xt::adapt(mask.data, ms));
         m_refs.push_back({mask});
@@ -512,16 +510,6 @@ class RandomGraph {
   std::vector<std::vector<Ref>> m_refs;
 };
 
-bool same_bits(const xt::xarray<double>& a, const xt::xarray<double>& b) {
-  if (!shapes_equal(a.shape(), b.shape())) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a.data()[i], &b.data()[i], sizeof(double)) != 0 && !(std::isnan(a.data()[i]) && std::isnan(b.data()[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
 constexpr int cases = 300;
 
 }  // namespace
@@ -579,7 +567,7 @@ BOOST_AUTO_TEST_CASE(export_import_replay_is_bit_identical) {
     back->replay();
     BOOST_TEST_CONTEXT("seed " << c << ": " << rg.ops()) {
       BOOST_TEST(to_json(*back, ExportValues::all).dump() == text);
-      for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(same_bits(back->node(i).value(), g.node(i).value()), "node " << i);
+      for (std::size_t i = 0; i < g.size(); ++i) BOOST_TEST(same_bits_any_nan(back->node(i).value(), g.node(i).value()), "node " << i);
     }
   }
 }
@@ -618,8 +606,8 @@ BOOST_AUTO_TEST_CASE(lean_replay_gives_a_full_replays_bits) {
         for (RandomGraph* rg : {&full, &lean}) {
           std::uint64_t seed = static_cast<std::uint64_t>(c) * 10 + round;
           for (const auto& x : rg->leaves()) {
-            const Shape s(x.value().shape().begin(), x.value().shape().end());
-            rg->graph().set_value(x, test::random_array<double>(s, seed++));
+            const Shape s = shape_of(x);
+            rg->graph().set_value(x, random_array<double>(s, seed++));
           }
           rg->graph().replay();
         }

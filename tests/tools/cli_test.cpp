@@ -15,7 +15,6 @@
 #include <sstream>
 #include <tuple>
 
-using namespace xgrad;
 namespace fs = std::filesystem;
 
 namespace {

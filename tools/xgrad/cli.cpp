@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,17 +132,6 @@ std::string Options::choice(const std::string& name, std::initializer_list<const
   throw usage_error(name + " must be " + list + ", not '" + *value + "'");
 }
 
-namespace {
-
-xt::xarray<double> normal_array(std::size_t rows, std::size_t cols, std::mt19937_64& rng) {
-  std::normal_distribution<double> normal;
-  xt::xarray<double> a = xt::xarray<double>::from_shape({rows, cols});
-  for (auto& x : a) x = normal(rng);
-  return a;
-}
-
-}  // namespace
-
 AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
   AttentionInputs in;
   const bool files = o.has("--q") || o.has("--k") || o.has("--v");
@@ -152,11 +140,14 @@ AttentionInputs attention_inputs(const Options& o, bool allow_shape) {
     const std::string text = *o.get("--shape");
     const std::vector<std::uint64_t> dims = parse_integers("--shape", text, 0, max_shape_axis);
     if (dims.size() != 4) throw usage_error("--shape needs TQ,TK,DK,DV (four integers), got '" + text + "'");
-    std::mt19937_64 rng(o.integer("--seed", 0, UINT64_MAX, 0));
+    NormalStream normal(o.integer("--seed", 0, UINT64_MAX, 0));
     const Phase phase("drawing the inputs of --shape " + text);
-    in.q = normal_array(dims[0], dims[2], rng);
-    in.k = normal_array(dims[1], dims[2], rng);
-    in.v = normal_array(dims[1], dims[3], rng);
+    // One engine, the distribution started afresh for each array.
+    in.q = normal.array<double>({dims[0], dims[2]});
+    normal.reset();
+    in.k = normal.array<double>({dims[1], dims[2]});
+    normal.reset();
+    in.v = normal.array<double>({dims[1], dims[3]});
     in.dtype = "float64";
     in.origin = "--shape " + text;
   } else {

@@ -81,9 +81,17 @@ AttentionInputs attention_inputs(const Options& options, bool allow_shape);
 // The largest axis --shape takes.
 inline constexpr std::uint64_t max_shape_axis = std::uint64_t(1) << 16;
 
-// The options attention_inputs reads.
+// The options attention_inputs reads, and their lines in the --help of the commands that take them all.
 inline constexpr std::initializer_list<OptionSpec> input_options = {
     {"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true}, {"--dtype", true}, {"--impl", true}};
+inline constexpr const char* input_options_help =
+    "  --q Q --k K --v V   input arrays, .npy or .json\n"
+    "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal;\n"
+    "                      each 0 to 65536\n"
+    "  --seed N            seed of the random inputs, 0 to 2^64 - 1 (default 0)\n"
+    "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
+    "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
+    "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n";
 
 // `values` in T; xgrad::error naming `what` if a finite value is outside T's range.
 template <class T>

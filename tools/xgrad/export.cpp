@@ -1,5 +1,6 @@
 // xgrad export: the attention graph, backward included, as JSON or Graphviz DOT.
 #include <cstdio>
+#include <string>
 
 #include <xgrad/xgrad.hpp>
 
@@ -9,31 +10,40 @@ namespace xgrad::tool {
 
 namespace {
 
-const char* const help =
-    "usage: xgrad export (--q Q --k K --v V | --shape TQ,TK,DK,DV [--seed N]) [--dtype float32|float64]\n"
-    "                    [--impl composed|fused] [--format json|dot] [--values none|inputs|all]\n"
-    "                    [--no-backward] [-o FILE]\n"
-    "\n"
-    "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
-    "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out.\n"
-    "\n"
-    "  --q Q --k K --v V   input arrays, .npy or .json\n"
-    "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal;\n"
-    "                      each 0 to 65536\n"
-    "  --seed N            seed of the random inputs, 0 to 2^64 - 1 (default 0)\n"
-    "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
-    "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
-    "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
-    "  --format F          json (default): the xgrad-graph format, version 2, which `xgrad replay`\n"
-    "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg)\n"
-    "  --values V          JSON only: the node values to include: none, inputs (the leaves, enough\n"
-    "                      to replay), all (default)\n"
-    "  --no-backward       the forward graph only\n"
-    "  -o FILE             write FILE instead of stdout: whole or not at all, never over an input,\n"
-    "                      never over anything but a regular file; a symbolic link is followed (the\n"
-    "                      file it points to is replaced, the link stays)\n"
-    "\n"
-    "exit status: 0 success, 2 bad usage or input, out of memory or a failed write (one line on stderr)\n";
+// The export's default values: all, so that `xgrad replay` checks every node and `xgrad inspect`
+// reads the file as is (the library's to_json defaults to inputs, enough to replay).
+constexpr ExportValues default_values = ExportValues::all;
+constexpr ExportValues value_choices[] = {ExportValues::none, ExportValues::inputs, ExportValues::all};
+
+// The help, with the --values names of graph/serialize's values_name and default_values marked.
+std::string help_text() {
+  const auto name = [](ExportValues v) {
+    return std::string(values_name(v)) + (v == default_values ? " (default)" : "");
+  };
+  return "usage: xgrad export (--q Q --k K --v V | --shape TQ,TK,DK,DV [--seed N]) [--dtype float32|float64]\n"
+         "                    [--impl composed|fused] [--format json|dot] [--values " +
+         std::string(values_name(ExportValues::none)) + "|" + values_name(ExportValues::inputs) + "|" +
+         values_name(ExportValues::all) + "]\n"
+         "                    [--no-backward] [-o FILE]\n"
+         "\n"
+         "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
+         "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out.\n"
+         "\n" +
+         input_options_help +
+         "  --format F          json (default): the xgrad-graph format, version 2, which `xgrad replay`\n"
+         "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg)\n"
+         "  --values V          JSON only: the node values to include: " + name(ExportValues::none) + ", " +
+         name(ExportValues::inputs) + " (the leaves, enough\n"
+         "                      to replay), " + name(ExportValues::all) + "\n"
+         "  --no-backward       the forward graph only\n"
+         "  -o FILE             write FILE instead of stdout: whole or not at all, never over an input,\n"
+         "                      never over anything but a regular file; a symbolic link is followed (the\n"
+         "                      file it points to is replaced, the link stays)\n"
+         "\n"
+         "exit status: 0 success, 2 bad usage or input, out of memory or a failed write (one line on stderr)\n";
+}
+
+const std::string help = help_text();
 
 template <class T>
 int run_export(const Options& o, const AttentionInputs& in) {
@@ -49,9 +59,14 @@ int run_export(const Options& o, const AttentionInputs& in) {
     g.set_grad("v", grads[2]);
   }
   const std::string format = o.choice("--format", {"json", "dot"}, "json");
-  const std::string values = o.choice("--values", {"none", "inputs", "all"}, "all");
+  const std::string values =
+      o.choice("--values", {values_name(ExportValues::none), values_name(ExportValues::inputs), values_name(ExportValues::all)},
+               values_name(default_values));
   if (format == "dot" && o.has("--values")) throw usage_error("--values applies to --format json only");
-  const ExportValues ev = values == "none" ? ExportValues::none : values == "inputs" ? ExportValues::inputs : ExportValues::all;
+  ExportValues ev = default_values;
+  for (const ExportValues v : value_choices) {
+    if (values == values_name(v)) ev = v;
+  }
   std::string text = [&] {
     const Phase phase("formatting the graph as " + format);
     return format == "dot" ? to_dot(g) : to_json(g, ev).dump() + "\n";
@@ -75,6 +90,6 @@ int run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command export_command = {"export", "the attention graph, backward included, as JSON or DOT", help, run};
+const Command export_command = {"export", "the attention graph, backward included, as JSON or DOT", help.c_str(), run};
 
 }  // namespace xgrad::tool

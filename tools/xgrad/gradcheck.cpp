@@ -1,5 +1,6 @@
 // xgrad gradcheck: attention's VJPs against finite differences, for files or random inputs.
 #include <cstdio>
+#include <string>
 
 #include <xgrad/xgrad.hpp>
 
@@ -9,25 +10,42 @@ namespace xgrad::tool {
 
 namespace {
 
-const char* const help =
-    "usage: xgrad gradcheck (--q Q --k K --v V | --shape TQ,TK,DK,DV [--seed N]) [--dtype float32|float64]\n"
-    "                       [--impl composed|fused]\n"
-    "\n"
-    "Checks the gradients of attention w.r.t. q, k and v (the VJPs of the graph) against central\n"
-    "finite differences in float64, and prints the worst entry of each input and PASS or FAIL.\n"
-    "Every Jacobian entry is compared when out.size * (q.size + k.size + v.size) <= 10000, else\n"
-    "8 random projections v^T J u per input. Tolerance |numeric - analytic| <= atol + rtol |analytic|:\n"
-    "float64 atol 1e-7, rtol 1e-5; float32 atol 1e-4, rtol 1e-3.\n"
-    "\n"
-    "  --q Q --k K --v V   input arrays, .npy or .json\n"
-    "  --shape TQ,TK,DK,DV random inputs q (TQ, DK), k (TK, DK), v (TK, DV), standard normal;\n"
-    "                      each 0 to 65536\n"
-    "  --seed N            seed of the random inputs, 0 to 2^64 - 1 (default 0)\n"
-    "  --dtype D           float32 or float64 (default: the inputs' dtype; float64 for --shape)\n"
-    "  --impl I            composed (default): the spec's nodes, every intermediate kept; fused: one\n"
-    "                      flash_attention node, memory O((T_q + T_k) d), no scores or weights kept\n"
-    "\n"
-    "exit status: 0 PASS, 1 FAIL, 2 bad usage or input or out of memory (one line on stderr)\n";
+// A tolerance for the help, in short scientific notation: "1e-7", "2.5e-4".
+std::string scientific(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6e", x);  // "1.000000e-07"
+  std::string s = text;
+  const std::size_t e = s.find('e');
+  std::size_t end = e;
+  while (s[end - 1] == '0') --end;
+  if (s[end - 1] == '.') --end;
+  std::string exponent = s.substr(e + 1);  // "-07"
+  const std::size_t digits = exponent.find_first_not_of("+-0");
+  exponent = (exponent[0] == '-' ? "-" : "") + (digits == std::string::npos ? "0" : exponent.substr(digits));
+  return s.substr(0, end) + "e" + exponent;
+}
+
+// The defaults come from lib/gradcheck.hpp, where they are defined.
+std::string help_text() {
+  const GradcheckOptions defaults;
+  const GradcheckTolerance f64 = gradcheck_float64_tolerance, f32 = gradcheck_float32_tolerance;
+  return "usage: xgrad gradcheck (--q Q --k K --v V | --shape TQ,TK,DK,DV [--seed N]) [--dtype float32|float64]\n"
+         "                       [--impl composed|fused]\n"
+         "\n"
+         "Checks the gradients of attention w.r.t. q, k and v (the VJPs of the graph) against central\n"
+         "finite differences in float64, and prints the worst entry of each input and PASS or FAIL.\n"
+         "Every Jacobian entry is compared when out.size * (q.size + k.size + v.size) <= " +
+         std::to_string(defaults.full_limit) + ", else\n" + std::to_string(defaults.projections) +
+         " random projections v^T J u per input. Tolerance |numeric - analytic| <= atol + rtol |analytic|:\n"
+         "float64 atol " + scientific(f64.atol) + ", rtol " + scientific(f64.rtol) + "; float32 atol " + scientific(f32.atol) +
+         ", rtol " + scientific(f32.rtol) + ".\n"
+         "\n" +
+         input_options_help +
+         "\n"
+         "exit status: 0 PASS, 1 FAIL, 2 bad usage or input or out of memory (one line on stderr)\n";
+}
+
+const std::string help = help_text();
 
 template <class T>
 int run_gradcheck(const AttentionInputs& in) {
@@ -46,6 +64,7 @@ int run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command gradcheck_command = {"gradcheck", "check attention's gradients against finite differences", help, run};
+const Command gradcheck_command = {"gradcheck", "check attention's gradients against finite differences", help.c_str(),
+                                   run};
 
 }  // namespace xgrad::tool
