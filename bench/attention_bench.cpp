@@ -104,8 +104,8 @@ class Gemms {
   // the largest magnitude of the graph's.
   double relative_error(const xgrad::Graph<T>& graph, bool backward) const {
     double worst = 0;
-    const auto compare = [&](const xt::xarray<T>& mine, std::size_t id) {
-      const xt::xarray<T>& theirs = graph.node(id).value();
+    const auto compare = [&](const xt::xarray<T>& mine, xgrad::Slot at) {
+      const xt::xarray<T>& theirs = graph.node(at.node).value(at.output);
       worst = std::max(worst, double(xt::amax(xt::abs(mine - theirs))()) / double(xt::amax(xt::abs(theirs))()));
     };
     compare(out, graph.outputs().at("out"));

@@ -59,7 +59,7 @@ int main() {
     std::vector<Shape> in;
     Args<double> args;
     for (const Slot& i : n.inputs) { in.push_back(xgrad::shape_of(g.node(i.node).value(i.output))); args.push_back(&g.node(i.node).value(i.output)); }
-    const Shape ys = xgrad::shape_of(n.value());
+    const std::vector<Shape> ys = {xgrad::shape_of(n.value())};
     const double work = n.op->work(in, ys);
     xt::xarray<double> out = n.value();
     double best = 1e9;
