@@ -4,7 +4,7 @@
 #include <limits>
 
 #include <xgrad/ops/apply_mask.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/scale.hpp>

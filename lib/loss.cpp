@@ -3,7 +3,7 @@
 #include <xgrad/graph/error.hpp>
 #include <xgrad/lib/format.hpp>
 #include <xgrad/ops/add.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/mul.hpp>

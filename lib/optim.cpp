@@ -5,7 +5,7 @@
 
 #include <xtensor/xbuilder.hpp>
 
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 
 namespace xgrad {
 

@@ -5,7 +5,7 @@
 #include <xgrad/ops/add.hpp>
 
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {

@@ -3,7 +3,7 @@
 // saves:   the axes and keepdims.
 #include <xgrad/ops/mean.hpp>
 
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum.hpp>
 

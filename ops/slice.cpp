@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/pad.hpp>
 
 namespace xgrad {

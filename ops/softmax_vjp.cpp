@@ -7,8 +7,8 @@
 #include <xgrad/ops/add.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
-#include <xgrad/ops/row_kernels.hpp>
+#include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum_to.hpp>

@@ -4,7 +4,7 @@
 #include <xgrad/ops/sum.hpp>
 
 #include <xgrad/ops/broadcast_to.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/reshape.hpp>
 
 namespace xgrad {

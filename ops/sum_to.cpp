@@ -5,7 +5,7 @@
 
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 
 namespace xgrad {
 

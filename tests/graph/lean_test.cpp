@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 using namespace xgrad;
 using xgrad::test::check_error;

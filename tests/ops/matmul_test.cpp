@@ -1,6 +1,6 @@
 #include "../check.hpp"
 
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 using namespace xgrad;
 using xgrad::test::check_error;
