@@ -2,7 +2,7 @@
 
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/optim.hpp>
-#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/permute.hpp>

@@ -17,8 +17,8 @@
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/gemm.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
-#include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
+#include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/slice.hpp>
 
 namespace xgrad {

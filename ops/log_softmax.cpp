@@ -6,10 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
-#include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/sum.hpp>
