@@ -1,5 +1,5 @@
 // The vectorisable exp of the row kernels, and the row kernels themselves.
-#include "../check.hpp"
+#include "../../check.hpp"
 
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
