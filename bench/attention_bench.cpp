@@ -37,7 +37,7 @@
 #include <xtensor-blas/xblas.hpp>
 #include <xtensor/xmath.hpp>
 
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
 #include <xgrad/xgrad.hpp>

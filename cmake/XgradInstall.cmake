@@ -2,9 +2,11 @@
 # package, so a consumer writes find_package(xgrad CONFIG REQUIRED) and links xgrad::xgrad.
 include(CMakePackageConfigHelpers)
 
+# The headers keep their layout (ops/kernels/ included); ops/elementwise.def is the table of
+# elementwise ops that ops/elementwise.hpp includes.
 install(DIRECTORY graph ops lib
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad
-  FILES_MATCHING PATTERN "*.hpp" PATTERN "xgrad.hpp" EXCLUDE)
+  FILES_MATCHING PATTERN "*.hpp" PATTERN "*.def" PATTERN "xgrad.hpp" EXCLUDE)
 install(FILES lib/xgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad)
 
 install(TARGETS xgrad EXPORT xgradTargets

@@ -10,7 +10,7 @@
 namespace xgrad {
 
 // Combines two gradient contributions to one output (an op from ops/, given by the caller:
-// graph/ knows no op by name; ops/add.hpp's sum_contributions in practice).
+// graph/ knows no op by name; ops/elementwise.hpp's sum_contributions in practice).
 template <class T>
 using Accumulate = std::function<Var<T>(const Var<T>&, const Var<T>&)>;
 

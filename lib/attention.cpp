@@ -4,8 +4,8 @@
 #include <limits>
 
 #include <xgrad/ops/apply_mask.hpp>
-#include <xgrad/ops/common.hpp>
 #include <xgrad/ops/flash_attention.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>

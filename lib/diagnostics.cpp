@@ -6,7 +6,7 @@
 #include <map>
 
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
 

@@ -3,7 +3,7 @@
 #include <xtensor/xbuilder.hpp>
 
 #include <xgrad/graph/backward.hpp>
-#include <xgrad/ops/add.hpp>
+#include <xgrad/ops/elementwise.hpp>
 
 namespace xgrad {
 

@@ -11,7 +11,7 @@
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
 #include <xgrad/lib/random.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 
 namespace xgrad {
 

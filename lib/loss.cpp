@@ -3,11 +3,10 @@
 #include <xgrad/graph/error.hpp>
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/lib/format.hpp>
-#include <xgrad/ops/add.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/mean.hpp>
-#include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum.hpp>
 

@@ -3,8 +3,8 @@
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/optim.hpp>
-#include <xgrad/ops/add.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/reshape.hpp>

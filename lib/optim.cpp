@@ -6,7 +6,7 @@
 #include <xtensor/xbuilder.hpp>
 
 #include <xgrad/lib/random.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 
 namespace xgrad {
 

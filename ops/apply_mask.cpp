@@ -7,7 +7,7 @@
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xbuilder.hpp>
 
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 
 namespace xgrad {
 

@@ -7,7 +7,7 @@
 #include <xtensor/xnoalias.hpp>
 
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {

@@ -14,10 +14,10 @@
 #include <cmath>
 #include <limits>
 
-#include <xgrad/ops/common.hpp>
-#include <xgrad/ops/gemm.hpp>
-#include <xgrad/ops/parallel.hpp>
-#include <xgrad/ops/row_kernels.hpp>
+#include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/gemm.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 
 #include <xtensor/xbuilder.hpp>
 

@@ -22,14 +22,14 @@
 #include <xtensor/xbuilder.hpp>
 
 #include <xgrad/graph/backward.hpp>
-#include <xgrad/ops/add.hpp>
-#include <xgrad/ops/common.hpp>
-#include <xgrad/ops/gemm.hpp>
+#include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/gemm.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
-#include <xgrad/ops/parallel.hpp>
 #include <xgrad/ops/reshape.hpp>
-#include <xgrad/ops/row_kernels.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>

@@ -7,10 +7,9 @@
 #include <limits>
 
 #include <xgrad/graph/shape.hpp>
-#include <xgrad/ops/add.hpp>
-#include <xgrad/ops/common.hpp>
-#include <xgrad/ops/row_kernels.hpp>
-#include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/sum.hpp>

@@ -10,9 +10,9 @@
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/graph/shape.hpp>
-#include <xgrad/ops/common.hpp>
-#include <xgrad/ops/gemm.hpp>
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/gemm.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 namespace xgrad {
 

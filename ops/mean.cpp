@@ -4,7 +4,7 @@
 #include <xgrad/ops/mean.hpp>
 
 #include <xgrad/graph/shape.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum.hpp>
 

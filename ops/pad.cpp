@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include <xgrad/graph/shape.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/slice.hpp>
 
 namespace xgrad {

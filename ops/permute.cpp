@@ -3,7 +3,7 @@
 // saves:   the axes.
 #include <xgrad/ops/permute.hpp>
 
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 
 namespace xgrad {
 

@@ -2,17 +2,15 @@
 
 #include <algorithm>
 
-#include <xgrad/ops/add.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mean.hpp>
-#include <xgrad/ops/mul.hpp>
 #include <xgrad/ops/pad.hpp>
 #include <xgrad/ops/permute.hpp>
-#include <xgrad/ops/relu.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/slice.hpp>
@@ -31,9 +29,8 @@ struct Entry {
   std::shared_ptr<const Op> (*make)(const JsonCursor& attrs);
 };
 
-// Every op, by the name its name() returns. An op added to ops/ is added here.
+// Every op, by the name its name() returns. An op added to ops/ as a file pair is added here.
 const Entry registry[] = {
-    {"add", make_add_op},
     {"apply_mask", make_apply_mask_op},
     {"broadcast_to", make_broadcast_to_op},
     {"flash_attention", make_flash_attention_op},
@@ -41,10 +38,8 @@ const Entry registry[] = {
     {"log_softmax", make_log_softmax_op},
     {"matmul", make_matmul_op},
     {"mean", make_mean_op},
-    {"mul", make_mul_op},
     {"pad", make_pad_op},
     {"permute", make_permute_op},
-    {"relu", make_relu_op},
     {"reshape", make_reshape_op},
     {"scale", make_scale_op},
     {"slice", make_slice_op},
@@ -53,6 +48,10 @@ const Entry registry[] = {
     {"sum", make_sum_op},
     {"sum_to", make_sum_to_op},
     {"transpose", make_transpose_op},
+    // and every row of ops/elementwise.def (relu, add, mul, ...)
+#define XGRAD_UNARY(NAME, FORWARD, VJP) {#NAME, make_##NAME##_op},
+#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B) {#NAME, make_##NAME##_op},
+#include <xgrad/ops/elementwise.def>
 };
 
 }  // namespace

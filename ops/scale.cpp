@@ -4,8 +4,8 @@
 #include <xgrad/ops/scale.hpp>
 
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
-#include <xgrad/ops/row_kernels.hpp>
+#include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 
 namespace xgrad {
 

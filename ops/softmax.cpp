@@ -6,8 +6,8 @@
 #include <limits>
 
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
-#include <xgrad/ops/row_kernels.hpp>
+#include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
 
 namespace xgrad {

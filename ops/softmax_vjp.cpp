@@ -4,12 +4,11 @@
 // saves:   nothing beyond its inputs y and g.
 #include <xgrad/ops/softmax_vjp.hpp>
 
-#include <xgrad/ops/add.hpp>
-#include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
-#include <xgrad/ops/row_kernels.hpp>
-#include <xgrad/ops/mul.hpp>
+#include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum_to.hpp>
 

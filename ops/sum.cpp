@@ -5,7 +5,7 @@
 
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/reshape.hpp>
 
 namespace xgrad {

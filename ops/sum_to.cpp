@@ -3,9 +3,9 @@
 // saves:   the target shape.
 #include <xgrad/ops/sum_to.hpp>
 
-#include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 
 namespace xgrad {
 

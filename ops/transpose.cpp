@@ -6,7 +6,7 @@
 #include <utility>
 
 #include <xgrad/graph/json.hpp>
-#include <xgrad/ops/common.hpp>
+#include <xgrad/ops/kernels/common.hpp>
 
 namespace xgrad {
 

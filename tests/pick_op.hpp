@@ -7,7 +7,7 @@
 #include <vector>
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 namespace xgrad::test {
 

@@ -5,7 +5,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 namespace {
 

@@ -1,6 +1,6 @@
 #include "../check.hpp"
 
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 BOOST_AUTO_TEST_SUITE(matmul)
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <xgrad/ops/gemm.hpp>
+#include <xgrad/ops/kernels/gemm.hpp>
 #include <xgrad/xgrad.hpp>
 
 #include "cli.hpp"

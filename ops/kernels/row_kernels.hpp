@@ -1,5 +1,5 @@
 // The passes of the row ops (softmax, log_softmax, softmax_vjp, and scale as one long row) over one row of n elements at a
-// stride. Contiguous rows (stride 1) run vectorised, with exp from ops/vexp.hpp, and dispatch at
+// stride. Contiguous rows (stride 1) run vectorised, with exp from ops/kernels/vexp.hpp, and dispatch at
 // run time to AVX-512, AVX2 or the baseline x86-64 code (GCC target_clones); strided rows
 // run the same formulas element by element (row_exp: see below). Sums are vector reductions: their order is fixed by
 // n and the dispatch, so a run repeats its bits on one machine.
@@ -14,11 +14,11 @@ namespace xgrad::detail {
 float row_max(const float* x, std::size_t n, std::size_t stride);
 double row_max(const double* x, std::size_t n, std::size_t stride);
 // y = exp(x - shift); returns the sum of y (y may be x). In GCC x86-64 builds on CPUs with
-// AVX-512F, the form of ops/vexp_avx512.hpp, for contiguous and strided rows alike; elsewhere
+// AVX-512F, the form of ops/kernels/vexp_avx512.hpp, for contiguous and strided rows alike; elsewhere
 // portable_row_exp.
 float row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t stride);
 double row_exp(const double* x, double shift, double* y, std::size_t n, std::size_t stride);
-// row_exp with vexp (ops/vexp.hpp) in every case, dispatched over the same clones as the other
+// row_exp with vexp (ops/kernels/vexp.hpp) in every case, dispatched over the same clones as the other
 // passes (strided rows element by element): what row_exp runs without AVX-512F or outside GCC
 // x86-64 builds; tests call it directly.
 float portable_row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t stride);

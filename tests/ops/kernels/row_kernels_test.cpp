@@ -1,9 +1,9 @@
 // The vectorisable exp of the row kernels, and the row kernels themselves.
-#include "../check.hpp"
+#include "../../check.hpp"
 
-#include <xgrad/ops/parallel.hpp>
-#include <xgrad/ops/row_kernels.hpp>
-#include <xgrad/ops/vexp.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
+#include <xgrad/ops/kernels/vexp.hpp>
 
 using xgrad::detail::vexp;
 

@@ -1,9 +1,9 @@
-#include <xgrad/ops/row_kernels.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 
 #include <limits>
 
-#include <xgrad/ops/vexp.hpp>
-#include <xgrad/ops/vexp_avx512.hpp>
+#include <xgrad/ops/kernels/vexp.hpp>
+#include <xgrad/ops/kernels/vexp_avx512.hpp>
 
 // One clone of each entry point per instruction set; the loader picks the best the CPU has
 // (GCC's target_clones; other compilers build the baseline only).
@@ -104,7 +104,7 @@ XGRAD_CLONES double portable_row_exp(const double* x, double shift, double* y, s
   return exp_pass(x, shift, y, n, s);
 }
 
-// exp is most of softmax's time: on AVX-512 CPUs it runs the vscalef form (ops/vexp_avx512.hpp).
+// exp is most of softmax's time: on AVX-512 CPUs it runs the vscalef form (ops/kernels/vexp_avx512.hpp).
 float row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t s) {
 #ifdef XGRAD_AVX512_EXP
   if (avx512::available()) return avx512::row_exp<avx512::F32>(x, shift, y, n, s);

@@ -6,7 +6,7 @@
 // double, exact 0 below the underflow threshold, +inf above the overflow one, subnormal results
 // rounded once; exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN. In GCC x86-64 builds on CPUs
 // with AVX-512F, row_exp runs the same method with AVX-512 instructions for n and 2^n
-// (ops/vexp_avx512.hpp).
+// (ops/kernels/vexp_avx512.hpp).
 #pragma once
 
 #include <algorithm>
@@ -43,7 +43,7 @@ inline float round_to_integer(float x) { return (x + 12582912.0f) - 12582912.0f;
 inline double round_to_integer(double x) { return (x + 6755399441055744.0) - 6755399441055744.0; }
 
 // Cephes' approximations of e^r on |r| <= ln2 / 2 (a little more for rounding of n), their
-// coefficients highest degree first, shared with ops/vexp_avx512.hpp. float: e^r = 1 + r + r^2 P(r).
+// coefficients highest degree first, shared with ops/kernels/vexp_avx512.hpp. float: e^r = 1 + r + r^2 P(r).
 // double: e^r = 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)), a Pade form.
 struct ExpCoefficients {
   static constexpr float p_float[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,

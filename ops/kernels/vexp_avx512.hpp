@@ -1,11 +1,11 @@
-// exp on AVX-512 vectors, for row_exp on CPUs that have AVX-512F (ops/row_kernels.cpp picks it
-// at run time). The method and the coefficients are those of ops/vexp.hpp, with two AVX-512
+// exp on AVX-512 vectors, for row_exp on CPUs that have AVX-512F (ops/kernels/row_kernels.cpp picks it
+// at run time). The method and the coefficients are those of ops/kernels/vexp.hpp, with two AVX-512
 // instructions in place of the bit assembly of 2^n: vrndscale rounds x log2(e) to the integer n,
 // and vscalef computes e^r 2^n with one rounding, giving 0 below the underflow threshold, +inf
 // above the overflow one and subnormal results rounded once without the split of 2^n. That is
 // about half the instructions: exp runs twice as fast, within the same bounds (1 ulp of std::exp
 // for float, 2 ulp for double, tested through row_exp).
-// Only for GCC on x86-64 (XGRAD_AVX512_EXP); included by ops/row_kernels.cpp alone (it is
+// Only for GCC on x86-64 (XGRAD_AVX512_EXP); included by ops/kernels/row_kernels.cpp alone (it is
 // installed with the other headers, but no public header includes it).
 #pragma once
 
@@ -22,7 +22,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include <xgrad/ops/vexp.hpp>
+#include <xgrad/ops/kernels/vexp.hpp>
 
 #define XGRAD_AVX512 __attribute__((target("avx512f"), always_inline)) inline
 

@@ -1,4 +1,4 @@
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 #include <algorithm>
 #include <condition_variable>

@@ -13,7 +13,7 @@
 #include <xgrad/graph/error.hpp>
 #include <xgrad/graph/graph.hpp>
 #include <xgrad/graph/op.hpp>
-#include <xgrad/ops/parallel.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 namespace xgrad::detail {
 
@@ -93,7 +93,7 @@ void for_each_row(const Rows& r, F&& f) {
 }
 
 // f(offset, n, stride) for every row of an array of `shape` along `axis`, the rows split over
-// threads (ops/parallel.hpp): the forward of the row ops. f must only write its own row.
+// threads (ops/kernels/parallel.hpp): the forward of the row ops. f must only write its own row.
 template <class F>
 void parallel_for_each_row(const Shape& shape, long axis, F&& f) {
   const Rows r = rows_along(shape, normalize_axis(axis, shape));

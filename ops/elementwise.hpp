@@ -1,0 +1,52 @@
+// The elementwise ops (relu, add, mul, ...): one row each in ops/elementwise.def, which states
+// each op's forward, VJP, shapes and errors.
+#pragma once
+
+#include <cmath>
+#include <memory>
+
+#include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/json.hpp>
+
+namespace xgrad {
+
+// For each row XGRAD_UNARY(name, ...):
+//   template <class T> Var<T> name(const Var<T>& x);            y = forward(x) element by element
+// For each row XGRAD_BINARY(name, ...):
+//   template <class T> Var<T> name(const Var<T>& a, const Var<T>& b);   a and b broadcast to y
+// and for both the op from its exported attributes, {} (ops/registry):
+//   std::shared_ptr<const Op> make_<name>_op(const JsonCursor& attrs);
+#define XGRAD_UNARY(NAME, FORWARD, VJP) \
+  template <class T>                    \
+  Var<T> NAME(const Var<T>& x);         \
+  std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
+#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B) \
+  template <class T>                              \
+  Var<T> NAME(const Var<T>& a, const Var<T>& b);  \
+  std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
+#include <xgrad/ops/elementwise.def>
+
+// How gradient contributions to one output combine, for grad() and for the VJP rules that run
+// backward() (graph/backward.hpp's Accumulate): with add.
+template <class T>
+Var<T> sum_contributions(const Var<T>& a, const Var<T>& b) {
+  return add(a, b);
+}
+
+// The forward of each row on one element: elementwise::relu(-2.0) == 0.0, elementwise::add(a, b).
+// The ops run these; tests take them as the reference of a row.
+namespace elementwise {
+#define XGRAD_UNARY(NAME, FORWARD, VJP) \
+  template <class T>                    \
+  T NAME(T x) {                         \
+    return FORWARD;                     \
+  }
+#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B) \
+  template <class T>                              \
+  T NAME(T a, T b) {                              \
+    return FORWARD;                               \
+  }
+#include <xgrad/ops/elementwise.def>
+}  // namespace elementwise
+
+}  // namespace xgrad
