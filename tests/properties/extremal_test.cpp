@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(two_equal_scores_split_exactly_in_half_at_every_scale) {
 BOOST_AUTO_TEST_CASE(backward_passes_are_bit_identical) {
   // One OpenBLAS thread (the test environment's OPENBLAS_NUM_THREADS=1): two backward passes of
   // one graph, and a replay, give the same bits. With more threads OpenBLAS may split GEMMs
-  // differently, which can change the last bits (see README, Tests).
+  // differently, which can change the last bits (see docs/testing.md, Determinism).
   for (int dtype = 0; dtype < 2; ++dtype) {
     const auto run = [&](auto tag) {
       using T = decltype(tag);
