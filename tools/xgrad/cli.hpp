@@ -107,14 +107,11 @@ struct AttentionGraph {
 template <class T>
 void build_attention(const AttentionInputs& in, AttentionGraph<T>& a);
 
-// Runs f; an xgrad::error it throws is rethrown with "<what>: " in front.
+// Runs f; an xgrad::error it throws is rethrown with "<what>: " in front (graph/error.hpp's
+// with_context).
 template <class F>
 auto naming(const std::string& what, F&& f) {
-  try {
-    return f();
-  } catch (const error& e) {
-    throw error(what + ": " + e.what());
-  }
+  return with_context([&] { return what + ": "; }, std::forward<F>(f));
 }
 
 // Writes each (path, contents) through a temporary file in the path's directory; once all are

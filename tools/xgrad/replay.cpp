@@ -26,14 +26,8 @@ const char* const help =
 template <class T>
 int run_replay(const std::string& path, const Json& json) {
   const Phase phase("replaying " + path);
-  std::unique_ptr<Graph<T>> g;
-  std::vector<std::vector<std::optional<xt::xarray<T>>>> stored;
-  try {
-    g = graph_from_parsed_json<T>(json);
-    stored = stored_values<T>(json);
-  } catch (const error& e) {
-    throw error(path + ": " + e.what());
-  }
+  const std::unique_ptr<Graph<T>> g = naming(path, [&] { return graph_from_parsed_json<T>(json); });
+  const auto stored = naming(path, [&] { return stored_values<T>(json); });
   // The import has run every node's forward once, from the stored leaves: that is the replay.
   std::size_t compared = 0;
   for (std::size_t id = 0; id < stored.size(); ++id) {
