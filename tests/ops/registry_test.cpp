@@ -4,6 +4,7 @@
 #include "../check.hpp"
 #include "../properties/random_graph.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -64,6 +65,31 @@ BOOST_AUTO_TEST_CASE(every_op_is_declared_by_a_header_of_the_umbrella_header) {
     BOOST_TEST(umbrella.find(include) != std::string::npos,
                "lib/xgrad.hpp lacks `" << include << "`, the header of " << name);
   }
+}
+
+BOOST_AUTO_TEST_CASE(every_op_of_ops_is_in_the_registry) {
+  // The other way round: each factory a header of ops/ declares, and each row of
+  // ops/elementwise.def, is an op the registry lists (an import could not make it otherwise).
+  const std::vector<std::string> names = op_names();
+  const auto registered = [&](const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const std::regex factory("\\bmake_(\\w+)_op\\(");
+  std::size_t found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(source / "ops")) {
+    if (entry.path().extension() != ".hpp" || entry.path().filename() == "registry.hpp") continue;
+    const std::string text = read_text(entry.path());
+    for (std::sregex_iterator m(text.begin(), text.end(), factory), end; m != end; ++m, ++found) {
+      BOOST_TEST(registered((*m)[1]), entry.path().filename() << " declares make_" << (*m)[1]
+                                                               << "_op, but ops/registry.cpp does not list " << (*m)[1]);
+    }
+  }
+  const std::string rows = read_text(source / "ops/elementwise.def");
+  const std::regex row("(^|\\n)XGRAD_(UNARY|BINARY)\\(\\s*(\\w+)\\s*,");
+  for (std::sregex_iterator m(rows.begin(), rows.end(), row), end; m != end; ++m, ++found) {
+    BOOST_TEST(registered((*m)[3]), "ops/elementwise.def has a row " << (*m)[3] << " that ops/registry.cpp does not list");
+  }
+  BOOST_TEST(found >= names.size());
 }
 
 BOOST_AUTO_TEST_CASE(every_op_is_in_the_property_generator) {
