@@ -201,7 +201,7 @@ std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, con
 template <class T>
 std::vector<Var<T>> backward(const Var<T>& y, const std::vector<Var<T>>& xs, const xt::xarray<T>& grad_out,
                              const Accumulate<T>& accumulate) {
-  const Shape shape(grad_out.shape().begin(), grad_out.shape().end());
+  const Shape shape = shape_of(grad_out);
   check_backward_args(std::vector<Var<T>>{y}, xs, {&shape});
   Graph<T>& g = y.graph();
   detail::GraphRollback<T> rollback(g);

@@ -446,8 +446,7 @@ void Graph<T>::replay_lean() {
         }
       } else {
         for (std::size_t k = 0; k < shapes.size(); ++k) {
-          std::size_t size = 1;
-          for (std::size_t d : shapes[k]) size *= d;
+          const std::size_t size = shape_size(shapes[k]);
           xt::xarray<T> spare = m_spare.take(size);
           if (spare.size() == size && size > 0) n.outputs[k].value = std::move(spare);
         }

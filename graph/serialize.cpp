@@ -81,8 +81,7 @@ Json encode_attrs(const Json& attrs) {
 // V is T, or std::int64_t for an index leaf (integers only).
 template <class V>
 void decode_data(const JsonCursor& data, const Shape& shape, V* out = nullptr) {
-  std::size_t count = 1;
-  for (auto d : shape) count *= d;
+  const std::size_t count = shape_size(shape);
   if (data.array_size() != count) {
     data.fail("holds " + std::to_string(data.array_size()) + " numbers, but shape " + shape_str(shape) +
               " needs " + std::to_string(count));

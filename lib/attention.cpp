@@ -67,7 +67,7 @@ AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>
 
 void detail::check_scores(const Shape& scores, const xt::xarray<bool>* mask) {
   detail::check_elements(scores, "attention: the scores " + shape_str(scores) + " (B..., T_q, T_k)");
-  if (mask && !detail::broadcastable(Shape(mask->shape().begin(), mask->shape().end()), scores)) {
+  if (mask && !detail::broadcastable(shape_of(*mask), scores)) {
     throw error("masked_attention: the mask " + shape_str(mask->shape()) + " does not broadcast to the scores " +
                 shape_str(scores) + " (B..., T_q, T_k)");
   }

@@ -57,7 +57,7 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const T* src = x[0]->data();
     T* dst = y.data();
-    detail::parallel_for_each_row(Shape(y.shape().begin(), y.shape().end()), m_axis,
+    detail::parallel_for_each_row(shape_of(y), m_axis,
                                   [&](std::size_t offset, std::size_t n, std::size_t stride) {
                                     detail::softmax_row(src + offset, dst + offset, n, stride);
                                   });

@@ -57,7 +57,7 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
     const T* y = x[0]->data();
     const T* g = x[1]->data();
     T* dst = z.data();
-    detail::parallel_for_each_row(Shape(z.shape().begin(), z.shape().end()), m_axis,
+    detail::parallel_for_each_row(shape_of(z), m_axis,
                                   [&](std::size_t offset, std::size_t n, std::size_t stride) {
                                     detail::softmax_vjp_row(y + offset, g + offset, dst + offset, n, stride);
                                   });
