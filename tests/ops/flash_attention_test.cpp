@@ -197,7 +197,7 @@ BOOST_AUTO_TEST_CASE(second_order_with_inputs_that_are_one_another) {
   check_gradients(add(given.grad_q, scale(given.grad_v, 0.5)), {q, v, g2, l2});
 }
 
-BOOST_AUTO_TEST_CASE(second_order_needs_packed_from_the_same_inputs) {
+BOOST_AUTO_TEST_CASE(second_order_needs_out_and_lse_of_the_same_inputs) {
   Graph<double> g;
   const auto q = g.input("q", random_array<double>({2, 2}, 43));
   const auto k = g.input("k", random_array<double>({3, 2}, 44));

@@ -499,7 +499,7 @@ class RandomGraph {
         return add_ref(pad(x, axis, before, after), ref_pad(rx, a, before, after));
       }
       case 14:
-      case 15: {  // flash_attention with x as q, and with 15 its VJP for a random grad_packed
+      case 15: {  // flash_attention with x as q, and with 15 its VJP for a random grad_out and grad_lse
         const Shape lead(s.begin(), s.end() - 2);
         const std::size_t t_k = pick(1, 3);
         Shape ks = lead, vs = lead;
