@@ -179,7 +179,9 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
     Graph<T>& g = a.x[0].graph();
     std::vector<Var<T>> grad_outs = a.grad_outs;
     for (std::size_t k = 0; k < 2; ++k) {
-      if (!grad_outs[k].valid()) grad_outs[k] = g.constant("zeros", xt::zeros<T>(a.ys[k].value().shape()));
+      if (grad_outs[k].valid()) continue;
+      grad_outs[k] = g.constant("zeros", xt::zeros<T>(a.ys[k].value().shape()));
+      g.set_grad_of(grad_outs[k].slot(), a.ys[k].slot());  // the gradient of that output: none
     }
     const FlashGrads<T> grads =
         flash_attention_vjp(a.x[0], a.x[1], a.x[2], a.ys[0], a.ys[1], grad_outs[0], grad_outs[1], m_scale);
