@@ -7,6 +7,8 @@
 #include "../graph_json_v1.hpp"
 #include "../pick_op.hpp"
 
+#include <xgrad/graph/backward.hpp>
+
 #include <boost/test/data/test_case.hpp>
 
 #include <csignal>
@@ -129,6 +131,30 @@ class BrokenVjpOp final : public OpFor<BrokenVjpOp> {
   std::size_t m_count;
 };
 
+// An op of two outputs of a program's own that breaks the contract: no infer_shapes (shapes =
+// 0), or one shape for its two outputs (shapes = 1).
+class PairOp final : public OpFor<PairOp, 2> {
+ public:
+  explicit PairOp(std::size_t shapes) : m_shapes(shapes) {}
+  std::string name() const override { return "pair"; }
+  std::size_t arity() const override { return 1; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
+    if (m_shapes == 0) return Op::infer_shapes(x);  // the default: infer_shape, which it lacks
+    return {x[0]};
+  }
+  template <class T>
+  void run_forward(const Args<T>& x, const Outs<T>& y) const {
+    for (auto* out : y) *out = *x[0];
+  }
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& a) const {
+    return {a.grad_outs[0]};
+  }
+
+ private:
+  std::size_t m_shapes;
+};
+
 void grad_through_broken(std::size_t count) {
   Graph<double> g;
   const auto x = g.input("x", z({2, 3}));
@@ -153,11 +179,16 @@ std::vector<Row> rows() {
       {"G14", "graph", "set_value of the other kind: values for an index leaf, indices for a leaf of values", Kind::error, [] { Fixture x; x.g.set_value(x.q, xt::xarray<std::int64_t>{{1, 2, 3}, {4, 5, 6}}); }, {"set_value: node 0 ('q') holds float64 values, not indices"}},
       {"G15", "graph", "an output a node does not have", Kind::error, [] { Fixture x; x.g.var(0, 1); }, {"graph: node 0 (input) has no output 1 (it has 1)"}},
       {"G16", "graph", "input values an op's forward rejects (on any thread)", Kind::error, [] { Fixture x; test::pick(x.k, x.g.indices("ids", xt::xarray<std::int64_t>{0, 7})); }, {"pick (node 5): id 7 at [1] is out of range for a table of 4 rows"}},
+      {"G17", "graph", "a Var of an output its node does not have, as an op's input", Kind::error, [] { Fixture x; add(x.q, Var<double>(x.g, 0, 1)); }, {"add (node 4): input 1 names output 1 of node 0, which has 1"}},
+      {"G18", "graph", "an op of several outputs that writes no infer_shapes", Kind::error, [] { Fixture x; x.g.apply(std::make_shared<PairOp>(0), {x.q}); }, {"pair (node 4): has 2 outputs: it writes infer_shapes, not infer_shape"}},
+      {"G19", "graph", "infer_shapes giving another number of shapes than the op's outputs", Kind::error, [] { Fixture x; x.g.apply(std::make_shared<PairOp>(1), {x.q}); }, {"pair (node 4): infer_shapes gave 1 shapes for 2 outputs"}},
+      {"G20", "graph", "set_grad_of naming an output that does not exist", Kind::error, [] { Fixture x; const auto s = scale(x.q, 1.0); const auto z = [&] { Graph<double>::BackwardScope b(x.g); return scale(s, 1.0); }(); x.g.set_grad_of(Slot{z.id(), 1}, Slot{s.id(), 0}); }, {"set_grad_of: node 5 output 1 and node 4 output 0: one of them does not exist"}},
       {"G11", "graph", "keep_only with a Var of another graph", Kind::error, [] { Fixture x; x.g.keep_only({x.alien}); }, {"keep_only: a Var to keep (node 0) belongs to another graph"}},
       // grad().
       {"D01", "grad", "grad_out of another shape than y", Kind::error, [] { Fixture x; grad(x.q, {x.q}, z({3, 2})); }, {"grad_out is (3, 2)", "y (node 0) is (2, 3)"}},
       {"D02", "grad", "an x of another graph than y", Kind::error, [] { Fixture x; grad(x.q, {x.alien}); }, {"x[0] (node 0) belongs to another graph"}},
       {"D06", "grad", "an index leaf as an x", Kind::error, [] { Fixture x; const auto ids = x.g.indices("ids", xt::xarray<std::int64_t>{1}); grad(x.q, {ids}); }, {"grad: x[0] (node 4, 'ids') is an index leaf: indices have no gradient"}},
+      {"D07", "grad", "backward() with another number of grad_outs than ys", Kind::error, [] { Fixture x; const Accumulate<double> sum = sum_contributions<double>; backward<double>({x.q, x.k}, {x.q}, {x.q}, sum); }, {"grad: 1 grad_outs for 2 ys"}},
       {"D03", "grad", "y is an empty Var", Kind::error, [] { Fixture x; grad(Var<double>(), {x.q}); }, {"grad: y is an empty Var"}},
       {"D04", "grad", "a VJP rule that returns the wrong number of gradients", Kind::error, [] { grad_through_broken(2); }, {"broken (node 1): VJP returned 2 gradients for 1 inputs"}},
       {"D05", "grad", "a VJP rule that returns a gradient of the wrong shape", Kind::error, [] { grad_through_broken(1); }, {"broken (node 1): VJP for input 0 (2, 3) returned (3, 2)"}},
