@@ -269,6 +269,7 @@ std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const 
     if (x.size() != op->arity()) {
       throw error("takes " + std::to_string(op->arity()) + " inputs, got " + std::to_string(x.size()));
     }
+    if (op->output_count() == 0) throw error("has no outputs: an op has at least one");
     for (std::size_t i = 0; i < x.size(); ++i) {
       check_var(x[i], ("input " + std::to_string(i)).c_str());
       const Node<T>& in = m_nodes[x[i].id()];

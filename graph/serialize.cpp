@@ -284,6 +284,7 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
   if (n.inputs.size() != n.made->arity()) {
     inputs_c.fail(n.op + " takes " + std::to_string(n.made->arity()) + " inputs, got " + std::to_string(n.inputs.size()));
   }
+  if (n.made->output_count() == 0) c[key::op].fail(n.op + " has no outputs: an op has at least one");
   if (n.outputs.size() != n.made->output_count()) {
     if (reader.version() == 1) {
       c[key::op].fail("a version 1 " + n.op + " node has one output; this version's " + n.op + " has " +
@@ -323,7 +324,7 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
 // applied to its inputs, which runs its forward.
 template <class T>
 void build_node(const NodeSpec& n, Graph<T>& g) {
-  const OutputSpec& first = n.outputs[0];
+  const OutputSpec& first = n.outputs.front();  // every node has an output (read_node checks)
   if (n.op == index_leaf_op) {
     g.indices(n.name, first.data ? data_of<std::int64_t>(*first.data, first.shape)
                                  : xt::xarray<std::int64_t>(xt::zeros<std::int64_t>(first.shape)));

@@ -131,6 +131,20 @@ class BrokenVjpOp final : public OpFor<BrokenVjpOp> {
   std::size_t m_count;
 };
 
+// An op of no outputs, which no op may be.
+class NothingOp final : public OpFor<NothingOp, 0> {
+ public:
+  std::string name() const override { return "nothing"; }
+  std::size_t arity() const override { return 1; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>&) const override { return {}; }
+  template <class T>
+  void run_forward(const Args<T>&, const Outs<T>&) const {}
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>&) const {
+    return {Var<T>()};
+  }
+};
+
 // An op of two outputs of a program's own that breaks the contract: no infer_shapes (shapes =
 // 0), or one shape for its two outputs (shapes = 1).
 class PairOp final : public OpFor<PairOp, 2> {
@@ -181,6 +195,7 @@ std::vector<Row> rows() {
       {"G16", "graph", "input values an op's forward rejects (on any thread)", Kind::error, [] { Fixture x; test::pick(x.k, x.g.indices("ids", xt::xarray<std::int64_t>{0, 7})); }, {"pick (node 5): id 7 at [1] is out of range for a table of 4 rows"}},
       {"G17", "graph", "a Var of an output its node does not have, as an op's input", Kind::error, [] { Fixture x; add(x.q, Var<double>(x.g, 0, 1)); }, {"add (node 4): input 1 names output 1 of node 0, which has 1"}},
       {"G18", "graph", "an op of several outputs that writes no infer_shapes", Kind::error, [] { Fixture x; x.g.apply(std::make_shared<PairOp>(0), {x.q}); }, {"pair (node 4): has 2 outputs: it writes infer_shapes, not infer_shape"}},
+      {"G21", "graph", "an op of no outputs", Kind::error, [] { Fixture x; x.g.apply(std::make_shared<NothingOp>(), {x.q}); }, {"nothing (node 4): has no outputs: an op has at least one"}},
       {"G19", "graph", "infer_shapes giving another number of shapes than the op's outputs", Kind::error, [] { Fixture x; x.g.apply(std::make_shared<PairOp>(1), {x.q}); }, {"pair (node 4): infer_shapes gave 1 shapes for 2 outputs"}},
       {"G20", "graph", "set_grad_of naming an output that does not exist", Kind::error, [] { Fixture x; const auto s = scale(x.q, 1.0); const auto z = [&] { Graph<double>::BackwardScope b(x.g); return scale(s, 1.0); }(); x.g.set_grad_of(Slot{z.id(), 1}, Slot{s.id(), 0}); }, {"set_grad_of: node 5 output 1 and node 4 output 0: one of them does not exist"}},
       {"G11", "graph", "keep_only with a Var of another graph", Kind::error, [] { Fixture x; x.g.keep_only({x.alien}); }, {"keep_only: a Var to keep (node 0) belongs to another graph"}},
