@@ -30,7 +30,9 @@ bool same_bits_any_nan(T a, T b) {
 // The same shape and, element by element, the same bits.
 template <class T>
 bool same_bits(const xt::xarray<T>& a, const xt::xarray<T>& b) {
-  return shapes_equal(a.shape(), b.shape()) && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  // No memcmp of an empty array: its data() may be null, which memcmp must not be given.
+  return shapes_equal(a.shape(), b.shape()) &&
+         (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 template <class T>
