@@ -244,21 +244,26 @@ std::vector<Shape> shapes_of(const Args<T>& args) {
 }  // namespace
 
 template <class T>
-void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args) {
-  with_node_context(*n.op, id, [&] {
-    const std::vector<Shape> shapes = n.op->infer_shapes(shapes_of(args));
+std::vector<Shape> Graph<T>::output_shapes(std::size_t id, const Node<T>& n, const Args<T>& args) const {
+  return with_node_context(*n.op, id, [&] {
+    std::vector<Shape> shapes = n.op->infer_shapes(shapes_of(args));
     if (shapes.size() != n.op->output_count()) {
       throw error("infer_shapes gave " + std::to_string(shapes.size()) + " shapes for " +
                   std::to_string(n.op->output_count()) + " outputs");
     }
-    n.outputs.resize(shapes.size());
-    Outs<T> outs;
-    for (std::size_t k = 0; k < shapes.size(); ++k) {
-      if (!shapes_equal(shapes[k], n.outputs[k].value.shape())) n.outputs[k].value.resize(shapes[k]);
-      outs.push_back(&n.outputs[k].value);
-    }
-    n.op->forward(args, outs);
+    return shapes;
   });
+}
+
+template <class T>
+void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes) {
+  n.outputs.resize(shapes.size());
+  Outs<T> outs;
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    if (!shapes_equal(shapes[k], n.outputs[k].value.shape())) n.outputs[k].value.resize(shapes[k]);
+    outs.push_back(&n.outputs[k].value);
+  }
+  with_node_context(*n.op, id, [&] { n.op->forward(args, outs); });
 }
 
 template <class T>
@@ -285,7 +290,8 @@ std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const 
   n.op = std::move(op);
   n.role = m_backward_depth > 0 ? Role::backward : Role::forward;
   for (const auto& v : x) n.inputs.push_back(v.slot());
-  run_node(id, n, args_of(n));
+  const Args<T> args = args_of(n);
+  run_node(id, n, args, output_shapes(id, n, args));
   m_nodes.push_back(std::move(n));
   std::vector<Var<T>> outs;
   for (std::size_t k = 0; k < m_nodes.back().output_count(); ++k) outs.emplace_back(*this, id, k);
@@ -342,7 +348,8 @@ void Graph<T>::replay() {
   for (std::size_t id = 0; id < m_nodes.size(); ++id) {
     Node<T>& n = m_nodes[id];
     if (n.is_leaf()) continue;
-    run_node(id, n, args_of(n));
+    const Args<T> args = args_of(n);
+    run_node(id, n, args, output_shapes(id, n, args));
     n.released = false;
   }
 }
@@ -422,8 +429,7 @@ void Graph<T>::replay_lean() {
       continue;
     }
     Args<T> args = args_of(n);
-    const std::vector<Shape> shapes =
-        with_node_context(*n.op, id, [&] { return n.op->infer_shapes(shapes_of(args)); });
+    const std::vector<Shape> shapes = output_shapes(id, n, args);
     if (!kept[id]) {
       // Each output's buffer: for an op with one output, an input read for the last time here
       // if the op may write over it; else a spare buffer of the same size; else a new one.
@@ -454,7 +460,7 @@ void Graph<T>::replay_lean() {
       }
     }
     n.released = true;  // until its forward has run: if that throws, no stale value shows
-    run_node(id, n, args);
+    run_node(id, n, args, shapes);
     n.released = false;
     for (const Slot& in : n.inputs) {
       if (!kept[in.node] && plan.last_read[in.node] == id) release(m_nodes[in.node]);

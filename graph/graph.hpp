@@ -206,9 +206,10 @@ class Graph {
   void set_indices(const Var<T>& leaf, xt::xarray<std::int64_t> value);
   void check_var(const Var<T>& v, const char* what) const;
   Args<T> args_of(const Node<T>& n) const;
-  // Runs node id's forward into its outputs (resized to their shapes), errors prefixed
-  // "<op> (node N): ".
-  void run_node(std::size_t id, Node<T>& n, const Args<T>& args);
+  // The shapes of node id's outputs for these inputs, and its forward into its outputs (resized
+  // to those shapes); errors prefixed "<op> (node N): ".
+  std::vector<Shape> output_shapes(std::size_t id, const Node<T>& n, const Args<T>& args) const;
+  void run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes);
   void replay_lean();
   std::vector<char> kept_nodes() const;  // 1 for leaves, keep_only's Vars, outputs and grads
   void release(Node<T>& n);              // a lean replay's: its buffers become spares
