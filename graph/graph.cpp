@@ -149,6 +149,15 @@ Var<T> Graph<T>::input(std::string name, std::initializer_list<std::initializer_
 }
 
 template <class T>
+std::vector<Var<T>> Graph<T>::parameters() {
+  std::vector<Var<T>> params;
+  for (std::size_t i = 0; i < m_nodes.size(); ++i) {
+    if (m_nodes[i].is_leaf() && m_nodes[i].role == Role::parameter) params.emplace_back(*this, i);
+  }
+  return params;
+}
+
+template <class T>
 Var<T> Graph<T>::parameter(std::string name, xt::xarray<T> value) {
   return add_leaf(Role::parameter, std::move(name), std::move(value));
 }

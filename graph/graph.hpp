@@ -127,6 +127,8 @@ class Graph {
   // (Op::accepts_indices). Never differentiated (grad() refuses it as an x); replaced per batch
   // with set_value; exported as JSON integers.
   Var<T> indices(std::string name, xt::xarray<std::int64_t> value);
+  // Every parameter leaf, in creation order (for optimizers and checkpoints).
+  std::vector<Var<T>> parameters();
 
   // Adds a node computing op(x...) and runs its forward; returns its first output. Throws
   // xgrad::error, and adds nothing, when the inputs are invalid for the op or its forward

@@ -27,6 +27,22 @@ BOOST_AUTO_TEST_CASE(nodes_are_numbered_in_creation_order) {
   BOOST_TEST(y.value() == (xt::xarray<double>{{8, 14}}));
 }
 
+BOOST_AUTO_TEST_CASE(parameters_are_every_parameter_leaf_in_creation_order) {
+  Graph<double> g;
+  BOOST_TEST(g.parameters().empty());
+  const auto x = g.input("x", {{1, 2}});
+  const auto w = g.parameter("w", xt::xarray<double>{{3, 4}});
+  g.constant("c", xt::xarray<double>{{5, 6}});
+  const auto y = mul(x, w);
+  const auto b = g.parameter("b", xt::xarray<double>{{7, 8}});
+  add(y, b);
+  const auto params = g.parameters();
+  BOOST_TEST(params.size() == 2u);
+  BOOST_TEST(params[0].id() == w.id());
+  BOOST_TEST(params[1].id() == b.id());
+  BOOST_TEST(&params[1].graph() == &g);
+}
+
 BOOST_AUTO_TEST_CASE(values_stay_put_as_the_graph_grows) {
   Graph<double> g;
   const auto x = g.input("x", random_array<double>({4, 4}, 1));
