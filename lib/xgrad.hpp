@@ -15,6 +15,7 @@
 #include <xgrad/lib/graph_io.hpp>
 #include <xgrad/lib/loss.hpp>
 #include <xgrad/lib/multi_head.hpp>
+#include <xgrad/lib/operators.hpp>
 #include <xgrad/lib/optim.hpp>
 #include <xgrad/lib/random.hpp>
 #include <xgrad/lib/same_bits.hpp>
@@ -23,6 +24,8 @@
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/flash_attention.hpp>
+#include <xgrad/ops/gelu.hpp>
+#include <xgrad/ops/layer_norm.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mean.hpp>

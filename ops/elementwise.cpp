@@ -6,6 +6,7 @@
 
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {
@@ -21,6 +22,9 @@ class UnaryOp final : public OpFor<UnaryOp<Rule>> {
   bool overwrites_input(std::size_t) const override { return true; }  // element by element
 
   Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
+    return Op::work(x, y) + Rule::cost * Op::element_count(y[0]);
+  }
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
@@ -46,6 +50,9 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
   Shape infer_shape(const std::vector<Shape>& x) const override {
     return detail::broadcast_or_throw(x[0], x[1]);  // within max_array_elements
   }
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
+    return Op::work(x, y) + Rule::cost * Op::element_count(y[0]);
+  }
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
@@ -65,9 +72,10 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
 
 // The rows as types: NAME_rule::name, forward (elementwise::NAME) and the VJP as written in the
 // row (x or a, b; y; g = grad_out), each variable used or not.
-#define XGRAD_UNARY(NAME, FORWARD, VJP)                                                        \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                                        \
   struct NAME##_rule {                                                                         \
     static constexpr const char* name = #NAME;                                                 \
+    static constexpr double cost = COST;                                                       \
     template <class T>                                                                         \
     static T forward(T x) {                                                                    \
       return elementwise::NAME(x);                                                             \
@@ -78,9 +86,10 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
       return VJP;                                                                              \
     }                                                                                          \
   };
-#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B)                                                   \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                                                   \
   struct NAME##_rule {                                                                              \
     static constexpr const char* name = #NAME;                                                      \
+    static constexpr double cost = COST;                                                            \
     template <class T>                                                                              \
     static T forward(T a, T b) {                                                                    \
       return elementwise::NAME(a, b);                                                               \
@@ -101,7 +110,7 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
 }  // namespace
 
 // Each row's function, factory and instantiations.
-#define XGRAD_UNARY(NAME, FORWARD, VJP)                                       \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                       \
   template <class T>                                                          \
   Var<T> NAME(const Var<T>& x) {                                              \
     return x.graph().apply(std::make_shared<UnaryOp<NAME##_rule>>(), {x});    \
@@ -112,7 +121,7 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
   }                                                                           \
   template Var<float> NAME(const Var<float>&);                                \
   template Var<double> NAME(const Var<double>&);
-#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B)                                \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                                \
   template <class T>                                                             \
   Var<T> NAME(const Var<T>& a, const Var<T>& b) {                                \
     return a.graph().apply(std::make_shared<BinaryOp<NAME##_rule>>(), {a, b});   \

@@ -1,4 +1,4 @@
-// The elementwise ops (relu, add, mul, ...): one row each in ops/elementwise.def, which states
+// The elementwise ops (relu, neg, exp, log, sqrt, tanh, erf; add, sub, mul, div): one row each in ops/elementwise.def, which states
 // each op's forward, VJP, shapes and errors.
 #pragma once
 
@@ -16,11 +16,11 @@ namespace xgrad {
 //   template <class T> Var<T> name(const Var<T>& a, const Var<T>& b);   a and b broadcast to y
 // and for both the op from its exported attributes, {} (ops/registry):
 //   std::shared_ptr<const Op> make_<name>_op(const JsonCursor& attrs);
-#define XGRAD_UNARY(NAME, FORWARD, VJP) \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
   template <class T>                    \
   Var<T> NAME(const Var<T>& x);         \
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
-#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B) \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
   template <class T>                              \
   Var<T> NAME(const Var<T>& a, const Var<T>& b);  \
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
@@ -36,12 +36,15 @@ Var<T> sum_contributions(const Var<T>& a, const Var<T>& b) {
 // The forward of each row on one element: elementwise::relu(-2.0) == 0.0, elementwise::add(a, b).
 // The ops run these; tests take them as the reference of a row.
 namespace elementwise {
-#define XGRAD_UNARY(NAME, FORWARD, VJP) \
+// Where the property tests draw a row's inputs (ops/elementwise.def, the column domain).
+enum class Domain { real, positive };
+inline constexpr double two_over_sqrt_pi = 1.12837916709551257390;  // 2 / sqrt(pi), erf's slope at 0
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
   template <class T>                    \
   T NAME(T x) {                         \
     return FORWARD;                     \
   }
-#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B) \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
   template <class T>                              \
   T NAME(T a, T b) {                              \
     return FORWARD;                               \

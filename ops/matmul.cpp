@@ -1,7 +1,8 @@
-// forward: y = op(a) @ op(b)                  (..., m, k) x (..., k, n) -> (..., m, n)
+// forward: y = op(a) @ op(b)                  (..., m, k) x (..., k, n) -> (..., m, n), batch axes broadcast
 // VJP:     grad_a = grad_out @ op(b)^T        (..., m, n) x (..., n, k) -> (..., m, k)
 //          grad_b = op(a)^T @ grad_out        (..., k, m) x (..., m, n) -> (..., k, n)
 //          (with transpose_a, grad_a is the transpose of the above: op(b) @ grad_out^T; same for b)
+//          each summed over the batch axes its operand was broadcast along
 // saves:   nothing beyond its inputs a and b.
 #include <xgrad/ops/matmul.hpp>
 
@@ -13,6 +14,8 @@
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/gemm.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/reshape.hpp>
+#include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {
 
@@ -41,18 +44,24 @@ class MatmulOp final : public OpFor<MatmulOp> {
     const Shape& b = x[1];
     const auto both = [&] { return "a is " + shape_str(a) + ", b is " + shape_str(b) + flags(); };
     if (a.size() < 2 || b.size() < 2) throw error("needs rank >= 2 operands: " + both());
-    if (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin())) {
-      throw error("batch axes differ (leading axes must be equal, no broadcasting): " + both());
+    const std::optional<Shape> batch = detail::broadcast_shapes(batch_of(a), batch_of(b));
+    if (!batch) {
+      throw error("batch axes " + shape_str(batch_of(a)) + " and " + shape_str(batch_of(b)) +
+                  " do not broadcast together: " + both());
     }
     const Dims d = dims(a, b);
     if (d.k != d.k_b) throw error("inner sizes differ: " + both());
     for (std::size_t v : {d.m, d.n, d.k}) {
       if (v > static_cast<std::size_t>(INT_MAX)) throw error("a matrix axis exceeds INT_MAX: " + both());
     }
-    Shape y(a.begin(), a.end() - 2);
+    Shape y = *batch;
     y.push_back(d.m);
     y.push_back(d.n);
     detail::check_elements(y, "the product " + shape_str(y) + " of a " + shape_str(a) + " and b " + shape_str(b));
+    // One GEMM of the merged rows (below) takes them as one matrix: they must fit int too.
+    if (merges_rows(a, b) && shape_size(Shape(a.begin(), a.end() - 1)) > static_cast<std::size_t>(INT_MAX)) {
+      throw error("the rows of a exceed INT_MAX: " + both());
+    }
     return y;
   }
 
@@ -70,13 +79,26 @@ class MatmulOp final : public OpFor<MatmulOp> {
     const xt::xarray<T>& a = *x[0];
     const xt::xarray<T>& b = *x[1];
     const Shape as = shape_of(a), bs = shape_of(b);
-    const Dims d = dims(as, bs);
-    const std::size_t batch = y.size() / std::max<std::size_t>(d.m * d.n, 1);
+    Dims d = dims(as, bs);
+    // The product of each batch index of y reads a and b at these offsets: a batch axis of 1 or
+    // missing stretches with stride 0, so a broadcast operand is read in place, never copied.
+    // A b without batch (a weight (k, n) or (1, k, n)) under an untransposed a is one GEMM of
+    // all of a's rows: (B*T, k) x (k, n).
+    std::vector<std::size_t> off_a, off_b;
+    if (merges_rows(as, bs)) {
+      d.m = shape_size(Shape(as.begin(), as.end() - 1));
+      off_a = off_b = {0};
+    } else {
+      const Shape batch(y.shape().begin(), y.shape().end() - 2);
+      off_a = batch_offsets(batch, batch_of(as), d.m * d.k);
+      off_b = batch_offsets(batch, batch_of(bs), d.k * d.n);
+    }
+    const std::size_t batch = off_a.size();
     // The products of batch indices [i0, i1), rows [r0, r1) of y.
     const auto block = [&](std::size_t i0, std::size_t i1, std::size_t r0, std::size_t r1) {
       for (std::size_t i = i0; i < i1; ++i) {
-        const T* ai = a.data() + i * d.m * d.k + (m_ta ? r0 : r0 * as.back());
-        detail::gemm(m_ta, m_tb, r1 - r0, d.n, d.k, T(1), ai, as.back(), b.data() + i * d.k * d.n, bs.back(), T(0),
+        const T* ai = a.data() + off_a[i] + (m_ta ? r0 : r0 * as.back());
+        detail::gemm(m_ta, m_tb, r1 - r0, d.n, d.k, T(1), ai, as.back(), b.data() + off_b[i], bs.back(), T(0),
                      y.data() + i * d.m * d.n + r0 * d.n, d.n);
       }
     };
@@ -100,18 +122,59 @@ class MatmulOp final : public OpFor<MatmulOp> {
     }
   }
 
+  // Each gradient at the broadcast batch shape, summed back to its operand's (no node where
+  // they agree). A weight b without batch under an untransposed a gets its gradient from one
+  // product of a's and grad_out's merged rows, (k, B*T) x (B*T, n), not B products and a sum.
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
     const Var<T>& a = v.x[0];
     const Var<T>& b = v.x[1];
     const Var<T>& g = v.grad_out;
     Var<T> grad_a, grad_b;
-    if (v.wanted[0]) grad_a = m_ta ? matmul(b, g, m_tb, true) : matmul(g, b, false, !m_tb);
-    if (v.wanted[1]) grad_b = m_tb ? matmul(g, a, true, m_ta) : matmul(a, g, !m_ta, false);
+    if (v.wanted[0]) {
+      grad_a = sum_to_shape_of(m_ta ? matmul(b, g, m_tb, true) : matmul(g, b, false, !m_tb), a);
+    }
+    if (v.wanted[1]) {
+      const Shape as = a.shape(), bs = b.shape(), gs = g.shape();
+      if (merges_rows(as, bs) && as.size() > 2) {
+        const std::size_t rows = shape_size(Shape(as.begin(), as.end() - 1));
+        const Var<T> a2 = reshape(a, {rows, as.back()}), g2 = reshape(g, {rows, gs.back()});
+        const Var<T> product = m_tb ? matmul(g2, a2, true, false) : matmul(a2, g2, true, false);
+        grad_b = bs.size() == 2 ? product : reshape(product, bs);
+      } else {
+        grad_b = sum_to_shape_of(m_tb ? matmul(g, a, true, m_ta) : matmul(a, g, !m_ta, false), b);
+      }
+    }
     return {grad_a, grad_b};
   }
 
  private:
+  static Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+  // True when b has no batch (all its batch axes 1) and a is read untransposed: a's rows then
+  // form one matrix, y's rows likewise.
+  bool merges_rows(const Shape& a, const Shape& b) const { return !m_ta && a.size() > 2 && shape_size(batch_of(b)) == 1; }
+  // The offset of each batch index of `batch` (row-major) in an operand of batch axes `own`
+  // (broadcast to `batch`) and matrices of `matrix` elements.
+  static std::vector<std::size_t> batch_offsets(const Shape& batch, const Shape& own, std::size_t matrix) {
+    const std::size_t count = shape_size(batch), lead = batch.size() - own.size();
+    std::vector<std::size_t> stride(batch.size(), 0);
+    for (std::size_t i = own.size(), s = matrix; i-- > 0;) {
+      stride[lead + i] = own[i] == 1 ? 0 : s;
+      s *= own[i];
+    }
+    std::vector<std::size_t> offsets(count);
+    std::vector<std::size_t> index(batch.size(), 0);
+    for (std::size_t f = 0, off = 0; f < count; ++f) {
+      offsets[f] = off;
+      for (std::size_t i = batch.size(); i-- > 0;) {  // the next index, row-major
+        off += stride[i];
+        if (++index[i] < batch[i]) break;
+        off -= stride[i] * batch[i];
+        index[i] = 0;
+      }
+    }
+    return offsets;
+  }
   struct Dims {
     std::size_t m, k, k_b, n;
   };

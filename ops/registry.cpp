@@ -6,6 +6,8 @@
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/flash_attention.hpp>
+#include <xgrad/ops/gelu.hpp>
+#include <xgrad/ops/layer_norm.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mean.hpp>
@@ -35,6 +37,8 @@ const Entry registry[] = {
     {"broadcast_to", make_broadcast_to_op},
     {"flash_attention", make_flash_attention_op},
     {"flash_attention_vjp", make_flash_attention_vjp_op},
+    {"gelu", make_gelu_op},
+    {"layer_norm", make_layer_norm_op},
     {"log_softmax", make_log_softmax_op},
     {"matmul", make_matmul_op},
     {"mean", make_mean_op},
@@ -48,9 +52,9 @@ const Entry registry[] = {
     {"sum", make_sum_op},
     {"sum_to", make_sum_to_op},
     {"transpose", make_transpose_op},
-    // and every row of ops/elementwise.def (relu, add, mul, ...)
-#define XGRAD_UNARY(NAME, FORWARD, VJP) {#NAME, make_##NAME##_op},
-#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B) {#NAME, make_##NAME##_op},
+    // and every row of ops/elementwise.def (relu, exp, add, div, ...)
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) {#NAME, make_##NAME##_op},
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) {#NAME, make_##NAME##_op},
 #include <xgrad/ops/elementwise.def>
 };
 

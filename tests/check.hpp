@@ -93,6 +93,23 @@ void check_ulps(const xt::xarray<T>& actual, const xt::xarray<double>& expected,
   }
 }
 
+// A PyTorch reference of tests/data/make_torch_fixtures.py: tests/data/torch/<name>.npy.
+inline xt::xarray<double> torch_fixture(const std::string& name) {
+  return read_npy(XGRAD_TEST_DATA "/torch/" + name + ".npy").values;
+}
+
+// |actual - expected| <= tol (1 + |expected|) for every element (relative, absolute near 0);
+// NaN exactly where expected is NaN, an infinity exactly where expected has it.
+template <class T>
+void check_close(const xt::xarray<T>& actual, const xt::xarray<double>& expected, double tol = 1e-12) {
+  BOOST_TEST_REQUIRE(shapes_equal(actual.shape(), expected.shape()), shape_str(shape_of(actual)) << " vs " << shape_str(shape_of(expected)));
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double a = static_cast<double>(actual.data()[i]), e = expected.data()[i];
+    const bool ok = std::isnan(e) ? std::isnan(a) : std::isinf(e) ? a == e : std::abs(a - e) <= tol * (1 + std::abs(e));
+    BOOST_TEST(ok, "element " << i << ": " << a << " vs " << e);
+  }
+}
+
 }  // namespace xgrad::test
 
 // Every suite names xgrad's API and these helpers unqualified.

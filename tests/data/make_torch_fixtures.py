@@ -28,6 +28,98 @@ def part(f):
 # (each part follows here)
 
 
+@part
+def elementwise():
+    """Every unary row on x (positive for log and sqrt) and its gradient for an upstream u;
+    sub and div with b (2, 1, 4) broadcast against a (3, 4) and their gradients."""
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    p = torch.rand(3, 4, generator=g, dtype=torch.float64) * 1.5 + 0.5
+    u = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    save("elementwise_x", x)
+    save("elementwise_p", p)
+    save("elementwise_u", u)
+    for name, f, arg in (("neg", torch.neg, x), ("exp", torch.exp, x), ("log", torch.log, p),
+                         ("sqrt", torch.sqrt, p), ("tanh", torch.tanh, x), ("erf", torch.erf, x)):
+        a = arg.clone().requires_grad_(True)
+        y = f(a)
+        (ga,) = torch.autograd.grad(y, a, u)
+        save(f"elementwise_{name}_y", y)
+        save(f"elementwise_{name}_grad", ga)
+    a0 = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    b0 = torch.rand(2, 1, 4, generator=g, dtype=torch.float64) + 0.5
+    w = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    save("elementwise_a", a0)
+    save("elementwise_b", b0)
+    save("elementwise_w", w)
+    for name, f in (("sub", torch.sub), ("div", torch.div)):
+        a, b = a0.clone().requires_grad_(True), b0.clone().requires_grad_(True)
+        y = f(a, b)
+        ga, gb = torch.autograd.grad(y, (a, b), w)
+        save(f"elementwise_{name}_y", y)
+        save(f"elementwise_{name}_grad_a", ga)
+        save(f"elementwise_{name}_grad_b", gb)
+
+
+@part
+def gelu():
+    """Both forms on x (with large and tiny values), their gradients for u and the second
+    derivative's VJP for v (the gradient of <grad, v> w.r.t. x)."""
+    g = torch.Generator().manual_seed(18)
+    x0 = torch.cat([torch.randn(20, generator=g, dtype=torch.float64) * 3,
+                    torch.tensor([0.0, -0.0, 1e-300, -40.0, 40.0, 8.0, -8.0], dtype=torch.float64)])
+    u = torch.randn(x0.shape, generator=g, dtype=torch.float64)
+    v = torch.randn(x0.shape, generator=g, dtype=torch.float64)
+    save("gelu_x", x0)
+    save("gelu_u", u)
+    save("gelu_v", v)
+    for approx in ("none", "tanh"):
+        x = x0.clone().requires_grad_(True)
+        y = torch.nn.functional.gelu(x, approximate=approx)
+        (gx,) = torch.autograd.grad(y, x, u, create_graph=True)
+        (ggx,) = torch.autograd.grad(gx, x, v)
+        save(f"gelu_{approx}_y", y)
+        save(f"gelu_{approx}_grad", gx)
+        save(f"gelu_{approx}_grad2", ggx)
+
+
+@part
+def layer_norm():
+    """torch.nn.functional.layer_norm over the last axis of x (2, 3, 5) with gamma, beta (5) and
+    eps 1e-5, and a row of equal values; gradients for u w.r.t. x, gamma and beta."""
+    g = torch.Generator().manual_seed(19)
+    x0 = torch.randn(2, 3, 5, generator=g, dtype=torch.float64) * 2 + 1
+    x0[1, 2] = 0.75  # a constant row: variance 0, eps alone in the square root
+    gamma0 = torch.randn(5, generator=g, dtype=torch.float64)
+    beta0 = torch.randn(5, generator=g, dtype=torch.float64)
+    u = torch.randn(2, 3, 5, generator=g, dtype=torch.float64)
+    x, gamma, beta = (t.clone().requires_grad_(True) for t in (x0, gamma0, beta0))
+    y = torch.nn.functional.layer_norm(x, (5,), gamma, beta, 1e-5)
+    gx, gg, gb = torch.autograd.grad(y, (x, gamma, beta), u)
+    for name, t in (("x", x0), ("gamma", gamma0), ("beta", beta0), ("u", u), ("y", y),
+                    ("grad_x", gx), ("grad_gamma", gg), ("grad_beta", gb)):
+        save("layer_norm_" + name, t)
+
+
+@part
+def matmul():
+    """Broadcast batch axes: (2, 3, 4) @ (4, 5), (2, 2, 3, 4) @ (2, 4, 3), (3, 4) @ (2, 4, 5)
+    and (2, 1, 3, 4) @ (3, 4, 2) with b transposed; gradients for u."""
+    g = torch.Generator().manual_seed(20)
+    cases = (("rank2_weight", (2, 3, 4), (4, 5), False),
+             ("heads", (2, 2, 3, 4), (2, 4, 3), False),
+             ("rank2_left", (3, 4), (2, 4, 5), False),
+             ("both", (2, 1, 3, 4), (3, 2, 4), True))
+    for name, sa, sb, tb in cases:
+        a = torch.randn(sa, generator=g, dtype=torch.float64).requires_grad_(True)
+        b = torch.randn(sb, generator=g, dtype=torch.float64).requires_grad_(True)
+        y = a @ (b.transpose(-1, -2) if tb else b)
+        u = torch.randn(y.shape, generator=g, dtype=torch.float64)
+        ga, gb = torch.autograd.grad(y, (a, b), u)
+        for what, t in (("a", a), ("b", b), ("u", u), ("y", y), ("grad_a", ga), ("grad_b", gb)):
+            save(f"matmul_{name}_{what}", t)
+
+
 if __name__ == "__main__":
     torch.set_default_dtype(torch.float64)
     for f in parts:

@@ -210,7 +210,7 @@ std::vector<Row> rows() {
       // The ops.
       {"O01", "matmul", "inner sizes differ", Kind::error, [] { Fixture x; matmul(x.q, x.v); }, {"matmul (node", "inner sizes differ", "a is (2, 3)", "b is (4, 5)"}},
       {"O02", "matmul", "an operand of rank < 2", Kind::error, [] { Fixture x; matmul(x.flat, x.q); }, {"rank >= 2", "a is (3,)"}},
-      {"O03", "matmul", "batch axes differ", Kind::error, [] { Fixture x; auto a = x.g.input("a", z({2, 2, 3})); auto b = x.g.input("b", z({3, 3, 4})); matmul(a, b); }, {"batch axes differ", "(2, 2, 3)", "(3, 3, 4)"}},
+      {"O03", "matmul", "batch axes do not broadcast together", Kind::error, [] { Fixture x; auto a = x.g.input("a", z({2, 2, 3})); auto b = x.g.input("b", z({3, 3, 4})); matmul(a, b); }, {"batch axes (2,) and (3,) do not broadcast together", "(2, 2, 3)", "(3, 3, 4)"}},
       {"O04", "transpose", "rank < 2", Kind::error, [] { Fixture x; transpose(x.flat); }, {"transpose (node", "x is (3,)"}},
       {"O05", "softmax", "axis out of range", Kind::error, [] { Fixture x; softmax(x.q, 2); }, {"softmax (node", "axis 2 is out of range", "(2, 3)"}},
       {"O06", "softmax", "an empty axis", Kind::error, [] { Fixture x; auto e = x.g.input("e", z({2, 0})); softmax(e); }, {"softmax (node", "(2, 0)", "empty"}},

@@ -95,11 +95,11 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
   std::size_t rows = 0, expected = 9;  // the checks of these nodes, one for each input of a's shape
   // Every row of ops/elementwise.def: a unary op on a (1 check); a binary one on a and b (2), on
   // a row broadcast either side (1 and 1), and on a twice (2).
-#define XGRAD_UNARY(NAME, FORWARD, VJP) \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
   nodes.push_back(NAME(a));             \
   ++rows;                               \
   expected += 1;
-#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B)                               \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                               \
   nodes.insert(nodes.end(), {NAME(a, b), NAME(a, row), NAME(row, a), NAME(a, a)}); \
   ++rows;                                                                       \
   expected += 6;

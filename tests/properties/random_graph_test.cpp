@@ -39,22 +39,32 @@ std::size_t ravel(const std::vector<std::size_t>& i, const Shape& s) {
 }
 std::size_t norm_axis(long axis, std::size_t rank) { return static_cast<std::size_t>(axis < 0 ? axis + static_cast<long>(rank) : axis); }
 
+std::size_t broadcast_source(std::size_t flat, const Shape& big, const Shape& small);
+
+// op(a) @ op(b), the batch axes of a and b broadcast together.
 Ref ref_matmul(const Ref& a, const Ref& b, bool ta, bool tb) {
-  const std::size_t r = a.shape.size();
-  const std::size_t m = ta ? a.shape[r - 1] : a.shape[r - 2], k = ta ? a.shape[r - 2] : a.shape[r - 1];
-  const std::size_t n = tb ? b.shape[r - 2] : b.shape[r - 1];
-  Ref y{Shape(a.shape.begin(), a.shape.end() - 2), {}};
+  const std::size_t ra = a.shape.size(), rb = b.shape.size();
+  const std::size_t m = ta ? a.shape[ra - 1] : a.shape[ra - 2], k = ta ? a.shape[ra - 2] : a.shape[ra - 1];
+  const std::size_t n = tb ? b.shape[rb - 2] : b.shape[rb - 1];
+  const Shape batch_a(a.shape.begin(), a.shape.end() - 2), batch_b(b.shape.begin(), b.shape.end() - 2);
+  Shape batch = batch_a.size() >= batch_b.size() ? batch_a : batch_b;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const std::size_t lead_a = batch.size() - batch_a.size(), lead_b = batch.size() - batch_b.size();
+    const std::size_t da = i < lead_a ? 1 : batch_a[i - lead_a], db = i < lead_b ? 1 : batch_b[i - lead_b];
+    batch[i] = da == 1 ? db : da;
+  }
+  Ref y{batch, {}};
   y.shape.push_back(m);
   y.shape.push_back(n);
-  const std::size_t batch = shape_size(Shape(a.shape.begin(), a.shape.end() - 2));
-  const std::size_t as = a.shape[r - 2] * a.shape[r - 1], bs = b.shape[r - 2] * b.shape[r - 1];
-  for (std::size_t p = 0; p < batch; ++p) {
+  const std::size_t as = a.shape[ra - 2] * a.shape[ra - 1], bs = b.shape[rb - 2] * b.shape[rb - 1];
+  for (std::size_t p = 0; p < shape_size(batch); ++p) {
+    const std::size_t pa = broadcast_source(p, batch, batch_a), pb = broadcast_source(p, batch, batch_b);
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t j = 0; j < n; ++j) {
         double s = 0;
         for (std::size_t l = 0; l < k; ++l) {
-          const double av = a.data[p * as + (ta ? l * m + i : i * k + l)];
-          const double bv = b.data[p * bs + (tb ? j * k + l : l * n + j)];
+          const double av = a.data[pa * as + (ta ? l * m + i : i * k + l)];
+          const double bv = b.data[pb * bs + (tb ? j * k + l : l * n + j)];
           s += av * bv;
         }
         y.data.push_back(s);
@@ -154,21 +164,26 @@ Ref ref_elementwise(const Ref& a, const Ref& b, double (*op)(double, double), bo
 // The rows of ops/elementwise.def, each one more op of the generator. A row's reference is its
 // own forward on one element (elementwise::name, which the op's suite checks against hand
 // values): here the graphs check the machinery around it (broadcasting, VJPs, export, replay).
+// A row of domain positive gets x (b for a binary row) as a new leaf drawn from U(0.5, 2).
 struct UnaryRow {
   const char* name;
   Var<double> (*op)(const Var<double>&);
   double (*reference)(double);
+  elementwise::Domain domain;
 };
 struct BinaryRow {
   const char* name;
   Var<double> (*op)(const Var<double>&, const Var<double>&);
   double (*reference)(double, double);
+  elementwise::Domain domain;
 };
-#define XGRAD_UNARY(NAME, FORWARD, VJP) {#NAME, &xgrad::NAME<double>, &elementwise::NAME<double>},
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
+  {#NAME, &xgrad::NAME<double>, &elementwise::NAME<double>, elementwise::Domain::DOMAIN},
 const UnaryRow unary_rows[] = {
 #include <xgrad/ops/elementwise.def>
 };
-#define XGRAD_BINARY(NAME, FORWARD, VJP_A, VJP_B) {#NAME, &xgrad::NAME<double>, &elementwise::NAME<double>},
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
+  {#NAME, &xgrad::NAME<double>, &elementwise::NAME<double>, elementwise::Domain::DOMAIN},
 const BinaryRow binary_rows[] = {
 #include <xgrad/ops/elementwise.def>
 };
@@ -347,6 +362,15 @@ class RandomGraph {
     m_refs.push_back({{shape, std::vector<double>(v.value().begin(), v.value().end())}});
     return v;
   }
+  Var<double> positive_leaf(const Shape& shape) {
+    const auto v = m_g.input("p" + std::to_string(m_g.size()), xt::xarray<double>::from_shape(shape));
+    xt::xarray<double> value = v.value();
+    std::uniform_real_distribution<double> u(0.5, 2.0);
+    for (auto& e : value) e = u(m_rng);
+    m_g.set_value(v, value);
+    m_refs.push_back({{shape, std::vector<double>(value.begin(), value.end())}});
+    return v;
+  }
   Var<double> node_or_leaf_like(const Shape& shape) {
     std::vector<std::size_t> same;
     for (std::size_t i = 0; i < m_g.size(); ++i) {
@@ -380,9 +404,10 @@ class RandomGraph {
     if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15))) op = 16;
     if (op >= general && op < general + unary) {
       const UnaryRow& row = unary_rows[op - general];
-      Ref y = rx;
+      const Var<double> in = row.domain == elementwise::Domain::positive ? positive_leaf(s) : x;
+      Ref y = ref(in);
       for (auto& e : y.data) e = row.reference(e);
-      return add_ref(row.op(x), y);
+      return add_ref(row.op(in), y);
     }
     if (op >= general + unary) {  // b of x's shape, or of a shape that broadcasts to it, either side
       const BinaryRow& row = binary_rows[op - general - unary];
@@ -390,16 +415,20 @@ class RandomGraph {
       for (auto& d : bs) {
         if (pick(0, 2) == 0) d = 1;
       }
-      const Var<double> b = node_or_leaf_like(bs);
+      const bool positive = row.domain == elementwise::Domain::positive;
+      const Var<double> b = positive ? positive_leaf(bs) : node_or_leaf_like(bs);
       const Ref rb = ref(b);
-      const bool swap = pick(0, 1);
+      const bool swap = !positive && pick(0, 1);
       return add_ref(swap ? row.op(b, x) : row.op(x, b), ref_elementwise(rx, rb, row.reference, swap));
     }
     switch (op) {
-      case 0: {  // matmul, with random transpose flags
+      case 0: {  // matmul, with random transpose flags; b's batch axes x's, or fewer, or some 1
         const bool ta = pick(0, 1), tb = pick(0, 1);
         const std::size_t k = ta ? s[r - 2] : s[r - 1], n = pick(1, 3);
-        Shape bs(s.begin(), s.end() - 2);
+        Shape bs(s.begin() + static_cast<long>(pick(0, 1) ? 0 : pick(0, r - 2)), s.end() - 2);
+        for (auto& d : bs) {
+          if (pick(0, 2) == 0) d = 1;
+        }
         bs.push_back(tb ? n : k);
         bs.push_back(tb ? k : n);
         const Var<double> b = node_or_leaf_like(bs);

@@ -1,0 +1,156 @@
+// The rows of ops/elementwise.def added for the transformer blocks (neg, exp, log, sqrt, tanh,
+// erf; sub, div): hand values at the edges of IEEE arithmetic, PyTorch's values and gradients,
+// and, walking every row of the table, finite differences of first and second order and the
+// export round trip. (relu, add and mul keep their own suites.)
+#include "../check.hpp"
+
+namespace xgrad_tests {  // the suite is a namespace: `elementwise` is one of xgrad's
+
+BOOST_AUTO_TEST_SUITE(elementwise_rows)
+
+const double inf = std::numeric_limits<double>::infinity();
+
+BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {
+  Graph<double> g;
+  const auto x = g.input("x", xt::xarray<double>{0.0, 1.0, -1.0, inf, -inf});
+  const auto n = xgrad::neg(x).value();
+  BOOST_TEST(std::signbit(n(0)));  // -0.0
+  BOOST_TEST((n == xt::xarray<double>{-0.0, -1.0, 1.0, -inf, inf}));
+  BOOST_TEST((xgrad::exp(x).value() == xt::xarray<double>{1.0, std::exp(1.0), std::exp(-1.0), inf, 0.0}));
+  const auto l = xgrad::log(x).value();
+  BOOST_TEST(l(0) == -inf);
+  BOOST_TEST(l(1) == 0.0);
+  BOOST_TEST(std::isnan(l(2)));  // outside the domain: NaN, as numpy and PyTorch
+  BOOST_TEST(l(3) == inf);
+  const auto r = xgrad::sqrt(x).value();
+  BOOST_TEST(r(0) == 0.0);
+  BOOST_TEST(r(1) == 1.0);
+  BOOST_TEST(std::isnan(r(2)));
+  BOOST_TEST(r(3) == inf);
+  BOOST_TEST((xgrad::tanh(x).value() == xt::xarray<double>{0.0, std::tanh(1.0), -std::tanh(1.0), 1.0, -1.0}));
+  BOOST_TEST((xgrad::erf(x).value() == xt::xarray<double>{0.0, std::erf(1.0), -std::erf(1.0), 1.0, -1.0}));
+  const auto nan = g.input("nan", xt::xarray<double>{std::nan("")});
+  for (const auto& y : {xgrad::neg(nan), xgrad::exp(nan), xgrad::log(nan), xgrad::sqrt(nan), xgrad::tanh(nan), xgrad::erf(nan)}) {
+    BOOST_TEST(std::isnan(y.value()(0)), y.node().op_name());
+  }
+  const auto a = g.input("a", xt::xarray<double>{{1.0, 0.0, -2.0}, {6.0, 0.0, 3.0}});
+  const auto b = g.input("b", xt::xarray<double>{2.0, 0.0, -4.0});  // broadcast over the rows
+  BOOST_TEST((xgrad::sub(a, b).value() == xt::xarray<double>{{-1.0, 0.0, 2.0}, {4.0, 0.0, 7.0}}));
+  BOOST_TEST((xgrad::sub(b, a).value() == xt::xarray<double>{{1.0, 0.0, -2.0}, {-4.0, 0.0, -7.0}}));
+  const auto q = xgrad::div(a, b).value();
+  BOOST_TEST(q(0, 0) == 0.5);
+  BOOST_TEST(std::isnan(q(0, 1)));  // 0 / 0
+  BOOST_TEST(q(0, 2) == 0.5);
+  BOOST_TEST(q(1, 0) == 3.0);
+  BOOST_TEST(q(1, 2) == -0.75);
+  BOOST_TEST(xgrad::div(b, a).value()(0, 0) == 2.0);
+  BOOST_TEST(xgrad::div(b, a).value()(1, 1) != xgrad::div(b, a).value()(1, 1));  // 0 / 0 again
+  const auto one = g.input("one", xt::xarray<double>{1.0, -1.0});
+  const auto zero = g.input("zero", xt::xarray<double>{0.0, 0.0});
+  BOOST_TEST((xgrad::div(one, zero).value() == xt::xarray<double>{inf, -inf}));
+  // float32 rows compute in float: exp(1) rounded once.
+  Graph<float> f;
+  const auto xf = f.input("x", xt::xarray<float>{1.0f, 4.0f});
+  BOOST_TEST(xgrad::exp(xf).value()(0) == std::exp(1.0f));
+  BOOST_TEST(xgrad::sqrt(xf).value()(1) == 2.0f);
+}
+
+BOOST_AUTO_TEST_CASE(rows_match_pytorch) {
+  const auto xs = torch_fixture("elementwise_x"), ps = torch_fixture("elementwise_p"), us = torch_fixture("elementwise_u");
+  using Unary = Var<double> (*)(const Var<double>&);
+  const std::pair<const char*, Unary> unary[] = {{"neg", &xgrad::neg<double>},   {"exp", &xgrad::exp<double>},
+                                                 {"log", &xgrad::log<double>},   {"sqrt", &xgrad::sqrt<double>},
+                                                 {"tanh", &xgrad::tanh<double>}, {"erf", &xgrad::erf<double>}};
+  for (const auto& [name, f] : unary) {
+    BOOST_TEST_CONTEXT(name) {
+      Graph<double> g;
+      const bool positive = std::string(name) == "log" || std::string(name) == "sqrt";
+      const auto x = g.input("x", positive ? ps : xs);
+      const auto u = g.input("u", us);
+      const auto y = f(x);
+      check_close(y.value(), torch_fixture(std::string("elementwise_") + name + "_y"));
+      check_close(grad(y, {x}, u)[0].value(), torch_fixture(std::string("elementwise_") + name + "_grad"));
+    }
+  }
+  using Binary = Var<double> (*)(const Var<double>&, const Var<double>&);
+  const std::pair<const char*, Binary> binary[] = {{"sub", &xgrad::sub<double>}, {"div", &xgrad::div<double>}};
+  for (const auto& [name, f] : binary) {
+    BOOST_TEST_CONTEXT(name) {
+      Graph<double> g;
+      const auto a = g.input("a", torch_fixture("elementwise_a"));  // (3, 4)
+      const auto b = g.input("b", torch_fixture("elementwise_b"));  // (2, 1, 4)
+      const auto w = g.input("w", torch_fixture("elementwise_w"));  // (2, 3, 4)
+      const auto y = f(a, b);
+      check_close(y.value(), torch_fixture(std::string("elementwise_") + name + "_y"));
+      const auto grads = grad(y, {a, b}, w);
+      check_close(grads[0].value(), torch_fixture(std::string("elementwise_") + name + "_grad_a"));
+      check_close(grads[1].value(), torch_fixture(std::string("elementwise_") + name + "_grad_b"));
+    }
+  }
+}
+
+// An input for a row of this domain: normal draws, or in (0.5, 2) for a positive one.
+xt::xarray<double> row_input(elementwise::Domain domain, std::uint64_t seed, const Shape& shape = {3, 4}) {
+  xt::xarray<double> x = random_array<double>(shape, seed);
+  if (domain == elementwise::Domain::positive) x = 0.5 + 0.75 * (xt::tanh(x) + 1.0);
+  return x;
+}
+
+BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
+  // relu's kink and the random draws: no element within 1e-3 of 0 (the FD step is 1e-6).
+  Graph<double> g;
+  const auto u = g.input("u", random_array<double>({3, 4}, 3));
+  std::size_t rows = 0;
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                   \
+  {                                                                                     \
+    const auto x = g.input("x", row_input(elementwise::Domain::DOMAIN, 1));             \
+    BOOST_TEST_CONTEXT(#NAME) {                                                         \
+      check_gradients(xgrad::NAME(x), {x});                                             \
+      check_gradients(grad(xgrad::NAME(x), {x}, u)[0], {x, u});                          \
+    }                                                                                   \
+    ++rows;                                                                             \
+  }
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                         \
+  {                                                                                     \
+    const auto a = g.input("a", row_input(elementwise::Domain::real, 1));               \
+    const auto b = g.input("b", row_input(elementwise::Domain::DOMAIN, 2, {4})); \
+    BOOST_TEST_CONTEXT(#NAME) {                                                         \
+      check_gradients(xgrad::NAME(a, b), {a, b});                                       \
+      check_gradients(grad(xgrad::NAME(a, b), {a, b}, u)[1], {a, b, u});                 \
+    }                                                                                   \
+    ++rows;                                                                             \
+  }
+#include <xgrad/ops/elementwise.def>
+  BOOST_TEST(rows == 11u);
+}
+
+BOOST_AUTO_TEST_CASE(every_row_has_no_attrs_and_round_trips) {
+  Graph<double> g;
+  const auto x = g.input("x", row_input(elementwise::Domain::positive, 4));
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
+  check_attrs_round_trip(xgrad::NAME(x), #NAME, "{}");
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
+  check_attrs_round_trip(xgrad::NAME(x, x), #NAME, "{}");
+#include <xgrad/ops/elementwise.def>
+}
+
+BOOST_AUTO_TEST_CASE(a_libm_row_costs_more_work_than_arithmetic) {
+  // The import's work limit: relu 2 visits an element (read x, write y), tanh more (its cost column).
+  const std::vector<Shape> s = {{1000}};
+  Graph<double> g;
+  const auto x = g.input("x", xt::xarray<double>{1.0});
+  BOOST_TEST(xgrad::relu(x).node().op->work(s, s) == 2000.0);
+  BOOST_TEST(xgrad::tanh(x).node().op->work(s, s) > 4000.0);
+}
+
+BOOST_AUTO_TEST_CASE(sub_and_div_name_both_shapes_when_they_do_not_broadcast) {
+  Graph<double> g;
+  const auto a = g.input("a", xt::xarray<double>::from_shape({2, 3}));
+  const auto b = g.input("b", xt::xarray<double>::from_shape({4}));
+  check_error([&] { xgrad::sub(a, b); }, {"sub (node 2): a (2, 3) and b (4,) do not broadcast together"});
+  check_error([&] { xgrad::div(b, a); }, {"div (node 2): a (4,) and b (2, 3) do not broadcast together"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace xgrad_tests
