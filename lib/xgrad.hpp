@@ -21,7 +21,9 @@
 #include <xgrad/lib/saturation.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/dropout.hpp>
 #include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/embedding.hpp>
 #include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>

@@ -28,6 +28,30 @@ def part(f):
 # (each part follows here)
 
 
+@part
+def embedding():
+    """torch.nn.functional.embedding: a (7, 4) table, ids (3, 5) with repeats, a rank-1 ids (4,)
+    and a scalar id; for each, the output and the table's gradient for a seeded grad_out. The
+    ids are saved as float64 (integers, exact): the tests read them as a Var or an index leaf."""
+    g = torch.Generator().manual_seed(17)
+    table = torch.randn(7, 4, generator=g)
+    save("embedding_table", table)
+    cases = {
+        "matrix": torch.tensor([[0, 3, 3, 6, 1], [2, 2, 2, 0, 5], [6, 4, 3, 0, 0]]),
+        "vector": torch.tensor([5, 1, 5, 5]),
+        "scalar": torch.tensor(3),
+    }
+    for what, ids in cases.items():
+        t = table.clone().requires_grad_(True)
+        y = torch.nn.functional.embedding(ids, t)
+        grad_out = torch.randn(y.shape, generator=g)
+        y.backward(grad_out)
+        save("embedding_" + what + "_ids", ids.to(torch.float64))
+        save("embedding_" + what + "_y", y)
+        save("embedding_" + what + "_grad_out", grad_out)
+        save("embedding_" + what + "_grad_table", t.grad)
+
+
 if __name__ == "__main__":
     torch.set_default_dtype(torch.float64)
     for f in parts:
