@@ -82,13 +82,13 @@ BOOST_AUTO_TEST_CASE(the_mask_is_a_function_of_seed_step_and_index) {
   const auto yb = xgrad::dropout(b.input("other", ones<double>(n)), 0.5, 99);
   BOOST_TEST(same_bits(ya.value(), yb.value()));  // same seed, two graphs: one mask
   const auto other_seed = xgrad::dropout(b.input("x2", ones<double>(n)), 0.5, 100);
-  BOOST_TEST(mask_of(other_seed.value()) != mask_of(ya.value()));
+  BOOST_TEST((mask_of(other_seed.value()) != mask_of(ya.value())));
   // Another step, another mask; back at step 0, the first again.
   const xt::xarray<double> step0 = ya.value();
   a.set_step(1);
   BOOST_TEST(a.step() == 1u);
   a.replay();
-  BOOST_TEST(mask_of(ya.value()) != mask_of(step0));
+  BOOST_TEST((mask_of(ya.value()) != mask_of(step0)));
   a.set_step(0);
   a.replay();
   BOOST_TEST(same_bits(ya.value(), step0));
@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_CASE(the_mask_is_a_function_of_seed_step_and_index) {
   Graph<double> c;
   c.set_step(std::uint64_t(1) << 40);
   const auto yc = xgrad::dropout(c.input("x", ones<double>(n)), 0.5, std::uint64_t(99) | (std::uint64_t(1) << 50));
-  BOOST_TEST(mask_of(yc.value()) != mask_of(step0));
+  BOOST_TEST((mask_of(yc.value()) != mask_of(step0)));
   // The thread count does not change it.
   Graph<double> big;
   const auto xbig = big.input("x", ones<double>(200001));
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(float32_and_float64_draw_one_mask) {
   d.set_step(3);
   const auto yf = xgrad::dropout(f.input("x", ones<float>(n)), 0.37, 8);
   const auto yd = xgrad::dropout(d.input("x", ones<double>(n)), 0.37, 8);
-  BOOST_TEST(mask_of(yf.value()) == mask_of(yd.value()));
+  BOOST_TEST((mask_of(yf.value()) == mask_of(yd.value())));
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(evaluation_mode_copies_x_bit_for_bit, T, test::dtypes) {
@@ -146,11 +146,11 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(vjp_is_dropout_of_grad_out_with_the_same_mask, T, 
   const auto gx = grad(y, {x}, u)[0];
   BOOST_TEST(gx.node().op_name() == "dropout");
   BOOST_TEST(gx.node().op->attrs() == y.node().op->attrs());
-  BOOST_TEST(mask_of(gx.value()) == mask_of(y.value()));
+  BOOST_TEST((mask_of(gx.value()) == mask_of(y.value())));
   // A new step redraws both together.
   g.set_step(12);
   g.replay();
-  BOOST_TEST(mask_of(gx.value()) == mask_of(y.value()));
+  BOOST_TEST((mask_of(gx.value()) == mask_of(y.value())));
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(vjp_matches_finite_differences, T, test::dtypes) {

@@ -352,7 +352,7 @@ class RandomGraph {
     m_batch = batch;
     leaf(with_batch({pick(1, 3), pick(1, 3)}));
     leaf(with_batch({pick(1, 3), pick(1, 3)}));
-    for (int step = 0, steps = static_cast<int>(pick(3, 7)); step < steps; ++step) grow();
+    for (int step = 0, steps = static_cast<int>(pick(4, 8)); step < steps; ++step) grow();
   }
 
   Graph<double>& graph() { return m_g; }

@@ -17,13 +17,14 @@ BOOST_AUTO_TEST_CASE(matches_the_random123_known_answers) {
 }
 
 BOOST_AUTO_TEST_CASE(a_streams_words_are_laid_out_as_documented) {
-  // Element i of (seed, step) is word i % 4 of the block with counter (i / 4 low, high, step
-  // low, high) and key (seed low, high).
-  const std::uint64_t seed = 0x299f31d0a4093822u, step = 0x0370734413198a2eu, index = 4 * 0x85a308d3243f6a88u + 2;
-  BOOST_TEST(detail::philox_bits(seed, step, index) == 0x5001e420u);
-  BOOST_TEST(detail::philox_bits(0, 0, 3) == 0x9b00dbd8u);
-  BOOST_TEST((detail::philox_block(seed, step, index / 4) ==
+  // Block j of (seed, step) is Philox with the counter (j low, high, step low, high) and the key
+  // (seed low, high): the pi-digits vector again. Element i is word i % 4 of block i / 4.
+  const std::uint64_t seed = 0x299f31d0a4093822u, step = 0x0370734413198a2eu, block = 0x85a308d3243f6a88u;
+  BOOST_TEST((detail::philox_block(seed, step, block) ==
               detail::PhiloxCounter{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+  BOOST_TEST(detail::philox_bits(0, 0, 3) == 0x9b00dbd8u);
+  BOOST_TEST(detail::philox_bits(0, 0, 0) == 0x6627e8d5u);
+  for (std::uint64_t i = 0; i < 12; ++i) BOOST_TEST(detail::philox_bits(seed, step, i) == detail::philox_block(seed, step, i / 4)[i % 4]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
