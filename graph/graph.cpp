@@ -224,6 +224,8 @@ template <class T>
 Args<T> Graph<T>::args_of(const Node<T>& n) const {
   Args<T> args;
   args.reserve(n.inputs.size());
+  args.step = m_step;
+  args.training = m_training;
   for (const Slot& in : n.inputs) {
     const Node<T>& x = m_nodes[in.node];
     if (x.index_leaf) {

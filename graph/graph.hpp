@@ -148,6 +148,16 @@ class Graph {
   // Re-runs every non-leaf node's forward in id order, reusing the nodes' buffers.
   void replay();
 
+  // The run state that every forward reads (Args::step, Args::training), for ops that draw
+  // random numbers or act differently in evaluation (dropout): the step (default 0; a training
+  // loop sets it each step for fresh dropout masks) and the mode (default true, training; false
+  // is evaluation, where dropout copies its input). Setting them recomputes nothing: call
+  // replay() afterwards. An export writes them when they differ from the defaults.
+  void set_step(std::uint64_t step) { m_step = step; }
+  std::uint64_t step() const { return m_step; }
+  void set_training(bool training) { m_training = training; }
+  bool training() const { return m_training; }
+
   // Lean replays, for training loops and large T: keep_only(keep) releases now the value of every
   // non-leaf node except those in `keep` and those named by set_output/set_grad. From then on
   // replay() computes only the nodes that a kept node depends on, each released node into a
@@ -178,8 +188,9 @@ class Graph {
   Var<T> var(std::size_t id, std::size_t output = 0);
   Var<T> var(Slot slot) { return var(slot.node, slot.output); }
 
-  // Appends the first `count` nodes of src, values converted to T, ops shared. Ids are kept when
-  // this graph starts empty: gradcheck uses it to replay a float32 graph in float64.
+  // Appends the first `count` nodes of src, values converted to T, ops shared, and takes src's
+  // run state (step, training). Ids are kept when this graph starts empty: gradcheck uses it to
+  // replay a float32 graph in float64 (with the same dropout masks).
   template <class U>
   void copy_from(const Graph<U>& src, std::size_t count);
 
@@ -223,6 +234,8 @@ class Graph {
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
   int m_backward_depth = 0;
   std::map<std::string, Slot> m_outputs, m_grads;
+  std::uint64_t m_step = 0;  // the run state: set_step, set_training
+  bool m_training = true;
 };
 
 // A matrix from its rows, {{a, b}, {c, d}}, or a column, {{a}, {b}} (which xarray's own
@@ -245,6 +258,8 @@ void Graph<T>::copy_from(const Graph<U>& src, std::size_t count) {
                 std::to_string(src.size()));
   }
   src.require_values("copy_from", count);
+  m_step = src.step();
+  m_training = src.training();
   const std::size_t offset = m_nodes.size();
   for (std::size_t i = 0; i < count; ++i) {
     const Node<U>& s = src.node(i);

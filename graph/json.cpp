@@ -187,6 +187,14 @@ std::size_t JsonCursor::index() const {
   return static_cast<std::size_t>(i);
 }
 
+std::uint64_t JsonCursor::uint64() const {
+  if (m_json->is_number_unsigned()) return m_json->get<std::uint64_t>();
+  if (m_json->is_number_integer() && m_json->get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(m_json->get<std::int64_t>());
+  const std::string range = "expected an integer from 0 to " + std::to_string(std::numeric_limits<std::uint64_t>::max());
+  if (m_json->is_number()) fail(range + ", got " + m_json->dump());
+  fail(range + ", got " + type_of(*m_json));
+}
+
 double JsonCursor::number() const {
   if (m_json->is_number()) return m_json->get<double>();
   if (m_json->is_string()) {

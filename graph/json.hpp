@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -55,6 +56,7 @@ class JsonCursor {
   bool boolean() const;
   long integer() const;          // a JSON integer (not 2.0, not "2")
   std::size_t index() const;     // a non-negative JSON integer
+  std::uint64_t uint64() const;  // a JSON integer from 0 to 2^64 - 1 (seeds, steps)
   double number() const;         // a number, or "nan", "inf", "-inf"
   // An array of non-negative integers within max_array_elements (see bounded_size).
   Shape shape() const;

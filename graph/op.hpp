@@ -55,10 +55,15 @@ struct Slot {
 // The values of a node's inputs, in order. An input that is an index leaf (Graph::indices) is a
 // null pointer here and its int64 array is indices[i]; indices is empty when no input is one.
 // Only an op that accepts indices at i (Op::accepts_indices) ever sees one.
+// step and training are the graph's run state (Graph::set_step, Graph::set_training), for ops
+// whose forward depends on it (dropout); default-constructed Args, as for a direct op call,
+// mean step 0 in training mode.
 template <class T>
 struct Args : std::vector<const xt::xarray<T>*> {
   using std::vector<const xt::xarray<T>*>::vector;
   std::vector<const xt::xarray<std::int64_t>*> indices;
+  std::uint64_t step = 0;
+  bool training = true;
 };
 
 // Where a forward writes: one array per output, each already of the shape infer_shapes gave.

@@ -31,6 +31,8 @@ constexpr const char* grad_of = "grad_of";
 constexpr const char* value = "value";
 constexpr const char* data = "data";
 constexpr const char* diagnostics = "diagnostics";
+constexpr const char* step = "step";
+constexpr const char* training = "training";
 }  // namespace key
 
 constexpr const char* format_name = "xgrad-graph";
@@ -360,10 +362,18 @@ std::vector<std::pair<std::string, Slot>> read_names(const JsonCursor& c, const 
   return names;
 }
 
-// The top level: format, version and dtype checked; returns the version.
+// The graph's run state (Graph::set_step, set_training): optional keys of version 2, absent
+// when they have their defaults (step 0, training).
+struct RunState {
+  std::uint64_t step = 0;
+  bool training = true;
+};
+
+// The top level: format, version and dtype checked; returns the version and the run state.
 template <class T>
-long check_header(const JsonCursor& root) {
-  root.check_object({key::format, key::version, key::dtype, key::nodes, key::outputs, key::grads}, {key::diagnostics});
+long check_header(const JsonCursor& root, RunState* state = nullptr) {
+  root.check_object({key::format, key::version, key::dtype, key::nodes, key::outputs, key::grads},
+                    {key::step, key::training, key::diagnostics});
   if (auto d = root.find(key::diagnostics)) d->array_size();
   const std::string format = root[key::format].string();
   if (format != format_name) root[key::format].fail("expected \"" + std::string(format_name) + "\", got \"" + format + "\"");
@@ -374,6 +384,13 @@ long check_header(const JsonCursor& root) {
   }
   const std::string dtype = graph_json_dtype(root.json());
   if (dtype != dtype_name<T>()) root[key::dtype].fail("the graph is " + dtype + ", asked to read it as " + dtype_name<T>());
+  RunState read;
+  for (const char* k : {key::step, key::training}) {
+    if (version == 1 && root.find(k)) root[k].fail("version 1 has no run state (step, training)");
+  }
+  if (auto c = root.find(key::step)) read.step = c->uint64();
+  if (auto c = root.find(key::training)) read.training = c->boolean();
+  if (state) *state = read;
   return version;
 }
 
@@ -426,8 +443,14 @@ Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> d
   Json outputs = Json::object(), grads = Json::object();
   for (const auto& [name, slot] : g.outputs()) outputs[name] = slot_json(slot);
   for (const auto& [name, slot] : g.grads()) grads[name] = slot_json(slot);
-  Json j{{key::format, format_name}, {key::version, format_version}, {key::dtype, dtype_name<T>()},
-         {key::nodes, std::move(nodes)}, {key::outputs, std::move(outputs)}, {key::grads, std::move(grads)}};
+  Json j{{key::format, format_name}, {key::version, format_version}, {key::dtype, dtype_name<T>()}};
+  // The run state only where it differs from the defaults: an export of a graph that never set
+  // it is what it was before these keys existed.
+  if (g.step() != RunState{}.step) j[key::step] = g.step();
+  if (g.training() != RunState{}.training) j[key::training] = g.training();
+  j[key::nodes] = std::move(nodes);
+  j[key::outputs] = std::move(outputs);
+  j[key::grads] = std::move(grads);
   if (diagnostics) j[key::diagnostics] = std::move(*diagnostics);
   return j;
 }
@@ -438,7 +461,8 @@ void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, st
   if (g.size() != 0) throw error("graph_from_json: the graph to fill already has nodes");
   if (!(max_work >= 0 && max_work <= 1e300)) throw error("graph_from_json: max_work must be a finite number >= 0, got " + std::to_string(max_work));
   const JsonCursor root(json, "");
-  const long version = check_header<T>(root);
+  RunState state;
+  const long version = check_header<T>(root, &state);
   const JsonCursor nodes = root[key::nodes];
   // First every node is read, checked and charged, without running any; then the graph is built.
   Budget budget{max_elements, max_work};
@@ -453,6 +477,8 @@ void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, st
   }
   const auto outputs = read_names(root[key::outputs], reader, count);
   const auto grads = read_names(root[key::grads], reader, count);
+  g.set_step(state.step);  // before any node runs: a forward may read them (dropout)
+  g.set_training(state.training);
   for (const NodeSpec& n : specs) build_node(n, g);
   for (const auto& [name, slot] : outputs) g.set_output(name, g.var(slot));
   for (const auto& [name, slot] : grads) g.set_grad(name, g.var(slot));

@@ -15,7 +15,9 @@
 // outputs: per output its shape, "grad_of" ([node, output]) when it holds the gradient of an
 // earlier node's output (Output::grad_of), and "data" (row-major) as exported. An index leaf
 // (op "indices", role "input") has integer data. Non-finite numbers are the strings "nan",
-// "inf", "-inf". Nesting is at most 6 levels deep. Version 1 (one output a node, "shape" and
+// "inf", "-inf". After "dtype", the graph's run state where it differs from the defaults:
+// "step" (an integer, default 0) and "training" (a boolean, default true), which the import
+// sets before any node runs (dropout's mask depends on them). Nesting is at most 6 levels deep. Version 1 (one output a node, "shape" and
 // "value" on the node, inputs and names as ids) still imports.
 #pragma once
 

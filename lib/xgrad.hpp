@@ -22,7 +22,9 @@
 #include <xgrad/lib/saturation.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/dropout.hpp>
 #include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/embedding.hpp>
 #include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/gelu.hpp>
 #include <xgrad/ops/layer_norm.hpp>

@@ -4,7 +4,9 @@
 
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/dropout.hpp>
 #include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/embedding.hpp>
 #include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/gelu.hpp>
 #include <xgrad/ops/layer_norm.hpp>
@@ -35,6 +37,9 @@ struct Entry {
 const Entry registry[] = {
     {"apply_mask", make_apply_mask_op},
     {"broadcast_to", make_broadcast_to_op},
+    {"dropout", make_dropout_op},
+    {"embedding", make_embedding_op},
+    {"embedding_vjp", make_embedding_vjp_op},
     {"flash_attention", make_flash_attention_op},
     {"flash_attention_vjp", make_flash_attention_vjp_op},
     {"gelu", make_gelu_op},

@@ -14,7 +14,7 @@ out = "tests/data/torch/"
 def save(name, tensor):
     """One fixture: a float64 (or int64) array in little-endian C order."""
     a = tensor.detach().numpy() if isinstance(tensor, torch.Tensor) else np.asarray(tensor)
-    np.save(out + name + ".npy", np.ascontiguousarray(a))
+    np.save(out + name + ".npy", np.array(a, order="C"))  # 0-d stays 0-d
 
 
 parts = []  # the functions below, in the order they run
@@ -118,6 +118,30 @@ def matmul():
         ga, gb = torch.autograd.grad(y, (a, b), u)
         for what, t in (("a", a), ("b", b), ("u", u), ("y", y), ("grad_a", ga), ("grad_b", gb)):
             save(f"matmul_{name}_{what}", t)
+
+
+@part
+def embedding():
+    """torch.nn.functional.embedding: a (7, 4) table, ids (3, 5) with repeats, a rank-1 ids (4,)
+    and a scalar id; for each, the output and the table's gradient for a seeded grad_out. The
+    ids are saved as float64 (integers, exact): the tests read them as a Var or an index leaf."""
+    g = torch.Generator().manual_seed(17)
+    table = torch.randn(7, 4, generator=g)
+    save("embedding_table", table)
+    cases = {
+        "matrix": torch.tensor([[0, 3, 3, 6, 1], [2, 2, 2, 0, 5], [6, 4, 3, 0, 0]]),
+        "vector": torch.tensor([5, 1, 5, 5]),
+        "scalar": torch.tensor(3),
+    }
+    for what, ids in cases.items():
+        t = table.clone().requires_grad_(True)
+        y = torch.nn.functional.embedding(ids, t)
+        grad_out = torch.randn(y.shape, generator=g)
+        y.backward(grad_out)
+        save("embedding_" + what + "_ids", ids.to(torch.float64))
+        save("embedding_" + what + "_y", y)
+        save("embedding_" + what + "_grad_out", grad_out)
+        save("embedding_" + what + "_grad_table", t.grad)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 #include "../check.hpp"
 #include "random_graph.hpp"
 
+#include <xgrad/ops/kernels/philox.hpp>
+
 #include <xtensor/xadapt.hpp>
 
 #include <algorithm>
@@ -321,32 +323,68 @@ std::vector<Ref> ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& 
   return {rq, rk, rv};
 }
 
+// Rows of table (V, d) picked by ids (given as doubles), and the scatter-add back.
+Ref ref_embedding(const Ref& table, const Ref& ids) {
+  const std::size_t d = table.shape[1];
+  Ref y{ids.shape, {}};
+  y.shape.push_back(d);
+  for (double id : ids.data) {
+    for (std::size_t c = 0; c < d; ++c) y.data.push_back(table.data[static_cast<std::size_t>(id) * d + c]);
+  }
+  return y;
+}
+Ref ref_embedding_vjp(const Ref& g, const Ref& ids, std::size_t rows) {
+  const std::size_t d = g.shape.back();
+  Ref y{{rows, d}, std::vector<double>(rows * d, 0.0)};
+  for (std::size_t i = 0; i < ids.data.size(); ++i) {
+    for (std::size_t c = 0; c < d; ++c) y.data[static_cast<std::size_t>(ids.data[i]) * d + c] += g.data[i * d + c];
+  }
+  return y;
+}
+
+// Inverted dropout: element f kept when its Philox bits (the generator its suite checks against
+// Random123's known answers) are below floor((1 - p) 2^32); x itself in evaluation or for p = 0.
+Ref ref_dropout(const Ref& x, double p, std::uint64_t seed, std::uint64_t step, bool training) {
+  Ref y = x;
+  if (!training || p == 0) return y;
+  const double threshold = std::floor(std::ldexp(1.0 - p, 32));
+  for (std::size_t f = 0; f < y.data.size(); ++f) {
+    const bool kept = static_cast<double>(detail::philox_bits(seed, step, f)) < threshold;
+    y.data[f] = x.data[f] * (kept ? 1.0 / (1.0 - p) : 0.0);
+  }
+  return y;
+}
+
 // A random graph and, node by node, its reference values.
 class RandomGraph {
  public:
   explicit RandomGraph(std::uint64_t seed) : m_rng(seed), m_seed(seed) {
+    // The run state dropout reads: a few steps, and evaluation mode in one graph of five.
+    m_g.set_step(seed % 4);
+    m_g.set_training(seed % 5 != 4);
     Shape batch;
     for (std::size_t b = pick(0, 2); b > 0; --b) batch.push_back(pick(1, 2));
     m_batch = batch;
     leaf(with_batch({pick(1, 3), pick(1, 3)}));
     leaf(with_batch({pick(1, 3), pick(1, 3)}));
-    for (int step = 0, steps = static_cast<int>(pick(3, 7)); step < steps; ++step) grow();
+    for (int step = 0, steps = static_cast<int>(pick(4, 8)); step < steps; ++step) grow();
   }
 
   Graph<double>& graph() { return m_g; }
   // refs()[node][output]
   const std::vector<std::vector<Ref>>& refs() const { return m_refs; }
-  // The inputs, which gradcheck perturbs (masks are constants: a 0/1 step has no derivative).
+  // The inputs, which gradcheck perturbs (masks and ids are constants or index leaves: a 0/1
+  // step and an id have no derivative).
   std::vector<Var<double>> leaves() {
     std::vector<Var<double>> out;
     for (std::size_t i = 0; i < m_g.size(); ++i) {
-      if (m_g.node(i).role == Role::input) out.push_back(m_g.var(i));
+      if (m_g.node(i).role == Role::input && !m_g.node(i).index_leaf) out.push_back(m_g.var(i));
     }
     return out;
   }
   std::string ops() const {
     std::string s;
-    for (std::size_t i = 0; i < m_g.size(); ++i) s += m_g.node(i).op_name() + " " + shape_str(m_g.node(i).value().shape()) + "; ";
+    for (std::size_t i = 0; i < m_g.size(); ++i) s += m_g.node(i).op_name() + " " + shape_str(m_g.node(i).shape()) + "; ";
     return s;
   }
 
@@ -380,6 +418,26 @@ class RandomGraph {
     return leaf(shape);
   }
   const Ref& ref(const Var<double>& v) const { return m_refs[v.id()][v.output()]; }
+  // Ids into a table of `rows` rows, of rank 0 to 2: an index leaf or a constant of doubles,
+  // either way new leaves (their reference holds the ids as doubles; an index leaf's value is
+  // empty, and so is the reference the forward test compares with it).
+  std::pair<Var<double>, Ref> ids_leaf(std::size_t rows) {
+    Shape s;
+    for (std::size_t a = pick(0, 2); a > 0; --a) s.push_back(pick(1, 3));
+    Ref ids{s, {}};
+    for (std::size_t i = 0; i < shape_size(s); ++i) ids.data.push_back(static_cast<double>(pick(0, rows - 1)));
+    const std::string name = "ids" + std::to_string(m_g.size());
+    if (pick(0, 1)) {
+      xt::xarray<std::int64_t> v = xt::xarray<std::int64_t>::from_shape(s);
+      std::copy(ids.data.begin(), ids.data.end(), v.begin());
+      const Var<double> leaf = m_g.indices(name, v);
+      m_refs.push_back({Ref{{0}, {}}});
+      return {leaf, ids};
+    }
+    const Var<double> leaf = m_g.constant(name, xt::adapt(ids.data, s));
+    m_refs.push_back({ids});
+    return {leaf, ids};
+  }
   void add_ref(const Var<double>& v, Ref r) { add_refs({v}, {std::move(r)}); }
   // The references of every output of a new node.
   void add_refs(const std::vector<Var<double>>& outputs, std::vector<Ref> r) {
@@ -391,13 +449,14 @@ class RandomGraph {
 
   // One random op on a random earlier node (and, where needed, a second input made to fit).
   void grow() {
-    const std::size_t node = pick(0, m_g.size() - 1);
+    std::size_t node = pick(0, m_g.size() - 1);
+    while (m_g.node(node).index_leaf) node = pick(0, m_g.size() - 1);  // ids feed embeddings only
     const Var<double> x = m_g.var(node, pick(0, m_g.node(node).output_count() - 1));
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-16 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 17, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-19 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 20, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
@@ -547,6 +606,25 @@ class RandomGraph {
         const FlashGrads<double> grads = flash_attention_vjp(x, k, v, f.out, f.lse, go, gl, alpha);
         return add_refs({grads.grad_q, grads.grad_k, grads.grad_v}, ref_flash_attention_vjp(rx, rk, rv, rg, rl, alpha));
       }
+      case 17:
+      case 18: {  // embedding with x as the table if it is a matrix (else a new one), and with 18 its VJP
+        const Var<double> table = r == 2 ? x : node_or_leaf_like({pick(1, 3), pick(1, 3)});
+        const Ref rt = ref(table);
+        const std::size_t rows = rt.shape[0];
+        const auto [ids, rids] = ids_leaf(rows);
+        const Var<double> y = embedding(table, ids);
+        add_ref(y, ref_embedding(rt, rids));
+        if (op == 17) return;
+        const Var<double> g = node_or_leaf_like(shape_of(y));
+        const Ref rg = ref(g);
+        return add_ref(embedding_vjp(g, ids, rows), ref_embedding_vjp(rg, rids, rows));
+      }
+      case 19: {  // dropout: p = 0, p = 1, or in between
+        const std::size_t kind = pick(0, 5);
+        const double p = kind == 0 ? 0.0 : kind == 1 ? 1.0 : std::uniform_real_distribution<double>(0.1, 0.9)(m_rng);
+        const std::uint64_t seed = m_rng();
+        return add_ref(dropout(x, p, seed), ref_dropout(rx, p, seed, m_g.step(), m_g.training()));
+      }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;
         for (auto& d : to) {
@@ -642,7 +720,7 @@ BOOST_AUTO_TEST_CASE(lean_replay_gives_a_full_replays_bits) {
   // The ops that declare Op::overwrites_input, each checked with y the very array of its input
   // by lean/ops_that_overwrite_inputs_give_the_same_bits: these three and the rows of
   // ops/elementwise.def, which that test walks; another op must be added there.
-  std::set<std::string> checked_ops = {"softmax", "softmax_vjp", "scale"};
+  std::set<std::string> checked_ops = {"softmax", "softmax_vjp", "scale", "dropout"};
   for (const UnaryRow& row : unary_rows) checked_ops.insert(row.name);
   for (const BinaryRow& row : binary_rows) checked_ops.insert(row.name);
   std::set<std::string> declaring;
