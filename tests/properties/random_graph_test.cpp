@@ -367,7 +367,7 @@ class RandomGraph {
     m_batch = batch;
     leaf(with_batch({pick(1, 3), pick(1, 3)}));
     leaf(with_batch({pick(1, 3), pick(1, 3)}));
-    for (int step = 0, steps = static_cast<int>(pick(4, 8)); step < steps; ++step) grow();
+    for (int step = 0, steps = static_cast<int>(pick(5, 10)); step < steps; ++step) grow();
   }
 
   Graph<double>& graph() { return m_g; }
@@ -455,12 +455,12 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-19 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 20, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-21 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 22, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
-    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15))) op = 16;
+    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21)) op = 16;
     if (op >= general && op < general + unary) {
       const UnaryRow& row = unary_rows[op - general];
       const Var<double> in = row.domain == elementwise::Domain::positive ? positive_leaf(s) : x;
@@ -625,6 +625,36 @@ class RandomGraph {
         const std::uint64_t seed = m_rng();
         return add_ref(dropout(x, p, seed), ref_dropout(rx, p, seed, m_g.step(), m_g.training()));
       }
+      case 20: {
+        const GeluApprox approx = pick(0, 1) ? GeluApprox::tanh : GeluApprox::none;
+        Ref y = rx;
+        for (auto& e : y.data) {
+          e = approx == GeluApprox::none ? 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)))
+                                         : 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e)));
+        }
+        return add_ref(gelu(x, approx), y);
+      }
+      case 21: {  // layer_norm over the last axis, its three outputs
+        const std::size_t d = s.back();
+        const Var<double> gamma = node_or_leaf_like({d}), beta = node_or_leaf_like({d});
+        const Ref rg = ref(gamma), rb = ref(beta);
+        const double eps = pick(0, 1) ? 1e-5 : 0.1;
+        Shape stats = s;
+        stats.back() = 1;
+        Ref y = rx, mu{stats, {}}, rstd{stats, {}};
+        for (std::size_t row = 0; row < rx.data.size() / d; ++row) {
+          const double* e = &rx.data[row * d];
+          double m = 0, v = 0;
+          for (std::size_t j = 0; j < d; ++j) m += e[j] / static_cast<double>(d);
+          for (std::size_t j = 0; j < d; ++j) v += (e[j] - m) * (e[j] - m) / static_cast<double>(d);
+          const double inv = 1 / std::sqrt(v + eps);
+          for (std::size_t j = 0; j < d; ++j) y.data[row * d + j] = (e[j] - m) * inv * rg.data[j] + rb.data[j];
+          mu.data.push_back(m);
+          rstd.data.push_back(inv);
+        }
+        const Var<double> out = layer_norm(x, gamma, beta, eps);
+        return add_refs({out, m_g.var(out.id(), 1), m_g.var(out.id(), 2)}, {y, mu, rstd});
+      }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;
         for (auto& d : to) {
@@ -718,9 +748,9 @@ BOOST_AUTO_TEST_CASE(lean_replay_gives_a_full_replays_bits) {
   // reused buffers and ops that allow it write over inputs (Op::overwrites_input), aliased
   // inputs included. (Without gradients more inputs are read for the last time by their op.)
   // The ops that declare Op::overwrites_input, each checked with y the very array of its input
-  // by lean/ops_that_overwrite_inputs_give_the_same_bits: these three and the rows of
+  // by lean/ops_that_overwrite_inputs_give_the_same_bits: these and the rows of
   // ops/elementwise.def, which that test walks; another op must be added there.
-  std::set<std::string> checked_ops = {"softmax", "softmax_vjp", "scale", "dropout"};
+  std::set<std::string> checked_ops = {"softmax", "softmax_vjp", "scale", "dropout", "gelu"};
   for (const UnaryRow& row : unary_rows) checked_ops.insert(row.name);
   for (const BinaryRow& row : binary_rows) checked_ops.insert(row.name);
   std::set<std::string> declaring;
