@@ -166,9 +166,9 @@ BOOST_AUTO_TEST_CASE(initialisers_refuse_too_many_elements) {
 BOOST_AUTO_TEST_CASE(sgd_adam_and_adamw_match_torch_over_ten_steps_of_a_schedule) {
   // 10 steps with the lr set before each (warm-up, cosine decay to 0, two steps after), against
   // torch.optim.SGD (momentum 0.9), Adam and AdamW (betas 0.8, 0.99, eps 1e-6, weight_decay 0.1).
-  check_against_torch("sgd", fixture_sgd<double>, fixture_sgd<float>, 2e-6);
-  check_against_torch("adam", fixture_adam<double>, fixture_adam<float>, 2e-6);
-  check_against_torch("adamw", fixture_adamw<double>, fixture_adamw<float>, 2e-6);
+  check_against_torch("sgd", fixture_sgd<double>, fixture_sgd<float>, 1e-6);
+  check_against_torch("adam", fixture_adam<double>, fixture_adam<float>, 1e-6);
+  check_against_torch("adamw", fixture_adamw<double>, fixture_adamw<float>, 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(a_step_at_lr_0_changes_no_parameter) {
@@ -176,10 +176,10 @@ BOOST_AUTO_TEST_CASE(a_step_at_lr_0_changes_no_parameter) {
   // in PyTorch and here, and the moments still advance (the next steps agree with PyTorch above).
   BOOST_TEST_REQUIRE(fixture("lr")(7) == 0.0);
   const auto [a, b] = run_fixture_steps<double>(fixture_adamw<double>);
-  BOOST_TEST((xt::view(a, 7) == xt::view(a, 6))());
-  BOOST_TEST((xt::view(b, 7) == xt::view(b, 6))());
-  BOOST_TEST((xt::view(fixture("adamw_a"), 7) == xt::view(fixture("adamw_a"), 6))());
-  BOOST_TEST(!(xt::view(a, 8) == xt::view(a, 7))());
+  BOOST_TEST((xt::view(a, 7) == xt::view(a, 6)));
+  BOOST_TEST((xt::view(b, 7) == xt::view(b, 6)));
+  BOOST_TEST((xt::view(fixture("adamw_a"), 7) == xt::view(fixture("adamw_a"), 6)));
+  BOOST_TEST(!(xt::view(a, 8) == xt::view(a, 7)));
   Quadratic q;
   Sgd<double> sgd({q.w}, 0.0);
   Adam<double> adam({q.w}, 0.0);
@@ -265,7 +265,7 @@ BOOST_AUTO_TEST_CASE(clip_grad_norm_matches_torch) {
 BOOST_AUTO_TEST_CASE(clip_grad_norm_matches_hand_values) {
   Graph<double> g;
   const auto a = g.constant("a", xt::xarray<double>{3.0, 0.0});
-  const auto b = g.constant("b", xt::xarray<double>{{4.0}});
+  const auto b = g.constant("b", xgrad::matrix<double>({{4.0}}));
   BOOST_TEST(clip_grad_norm<double>({a, b}, 10.0) == 5.0);  // below: unchanged, bit for bit
   BOOST_TEST(a.value() == (xt::xarray<double>{3.0, 0.0}));
   BOOST_TEST(clip_grad_norm<double>({a, b}, 1.0) == 5.0);  // above: scaled by 1 / (5 + 1e-6)
