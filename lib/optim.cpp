@@ -1,7 +1,10 @@
 #include <xgrad/lib/optim.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include <xtensor/xbuilder.hpp>
 
@@ -49,12 +52,55 @@ void check_hyperparameter(const char* who, const char* name, double value, bool 
   if (!ok) throw error(std::string(who) + ": " + name + " must be " + range + ", got " + number_str(value));
 }
 
-void check_lr(const char* who, double lr) {
-  check_hyperparameter(who, "lr", lr, std::isfinite(lr) && lr > 0, "a finite number > 0");
-}
-
 void check_fraction(const char* who, const char* name, double value) {
   check_hyperparameter(who, name, value, value >= 0 && value < 1, "in [0, 1)");
+}
+
+// lr 0 is allowed, as in PyTorch: a schedule (cosine decay) may reach it.
+void check_lr(const char* who, double lr) {
+  check_hyperparameter(who, "lr", lr, std::isfinite(lr) && lr >= 0, "a finite number >= 0");
+}
+
+void check_adam_hyperparameters(const char* who, double lr, double beta1, double beta2, double eps) {
+  check_lr(who, lr);
+  check_fraction(who, "beta1", beta1);
+  check_fraction(who, "beta2", beta2);
+  check_hyperparameter(who, "eps", eps, std::isfinite(eps) && eps > 0, "a finite number > 0");
+}
+
+// One step of Adam (weight_decay 0) or AdamW on every parameter, as torch.optim's
+// _single_tensor_adam(w) of PyTorch 1.13 computes it: the scalars in double, as Python does,
+// the elements in T:
+//   p *= 1 - lr * weight_decay                        (AdamW only; param.mul_)
+//   m = m * beta1 + (1 - beta1) * g                   (exp_avg.mul_(beta1).add_(grad, alpha))
+//   v = v * beta2 + ((1 - beta2) * g) * g             (exp_avg_sq.mul_(beta2).addcmul_(...))
+//   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
+//   p = p + (-(lr / (1 - beta1^t)) * m) / denom       (param.addcdiv_(exp_avg, denom, value))
+template <class T>
+void adam_step(const std::vector<Var<T>>& params, std::vector<xt::xarray<T>>& ms, std::vector<xt::xarray<T>>& vs,
+               long t, double lr, double beta1, double beta2, double eps, double weight_decay,
+               const std::vector<Var<T>>& grads) {
+  const double step = static_cast<double>(t);
+  const double bias_correction1 = 1 - std::pow(beta1, step), bias_correction2 = 1 - std::pow(beta2, step);
+  const T step_size = static_cast<T>(-(lr / bias_correction1));
+  const T bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
+  const T decay = static_cast<T>(1 - lr * weight_decay);
+  const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2), e = static_cast<T>(eps);
+  const T one_minus_b1 = static_cast<T>(1 - beta1), one_minus_b2 = static_cast<T>(1 - beta2);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    xt::xarray<T> p = params[i].value();
+    const T* g = grads[i].value().data();
+    T* m = ms[i].data();
+    T* v = vs[i].data();
+    for (std::size_t j = 0; j < p.size(); ++j) {
+      if (weight_decay != 0) p.data()[j] *= decay;
+      m[j] = m[j] * b1 + one_minus_b1 * g[j];
+      v[j] = v[j] * b2 + one_minus_b2 * g[j] * g[j];
+      const T denom = std::sqrt(v[j]) / bias_correction2_sqrt + e;
+      p.data()[j] = p.data()[j] + step_size * m[j] / denom;
+    }
+    params[i].graph().set_value(params[i], std::move(p));
+  }
 }
 
 std::pair<std::size_t, std::size_t> fans(const Shape& shape) {
@@ -90,13 +136,16 @@ void Sgd<T>::step(const std::vector<Var<T>>& grads) {
 }
 
 template <class T>
+void Sgd<T>::set_lr(double lr) {
+  check_lr("Sgd::set_lr", lr);
+  m_lr = lr;
+}
+
+template <class T>
 Adam<T>::Adam(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps)
     : m_params(std::move(params)), m_lr(lr), m_beta1(beta1), m_beta2(beta2), m_eps(eps) {
   check_params(m_params, "Adam");
-  check_lr("Adam", lr);
-  check_fraction("Adam", "beta1", beta1);
-  check_fraction("Adam", "beta2", beta2);
-  check_hyperparameter("Adam", "eps", eps, std::isfinite(eps) && eps > 0, "a finite number > 0");
+  check_adam_hyperparameters("Adam", lr, beta1, beta2, eps);
   for (const auto& p : m_params) {
     m_m.push_back(xt::zeros<T>(p.value().shape()));
     m_v.push_back(xt::zeros<T>(p.value().shape()));
@@ -106,20 +155,76 @@ Adam<T>::Adam(std::vector<Var<T>> params, double lr, double beta1, double beta2,
 template <class T>
 void Adam<T>::step(const std::vector<Var<T>>& grads) {
   check_grads(m_params, grads, "Adam::step");
-  ++m_t;
-  const double c1 = 1 - std::pow(m_beta1, static_cast<double>(m_t)), c2 = 1 - std::pow(m_beta2, static_cast<double>(m_t));
-  for (std::size_t i = 0; i < m_params.size(); ++i) {
-    xt::xarray<T> p = m_params[i].value();
-    const T* g = grads[i].value().data();
-    for (std::size_t j = 0; j < p.size(); ++j) {
-      T& m = m_m[i].data()[j];
-      T& v = m_v[i].data()[j];
-      m = static_cast<T>(m_beta1 * m + (1 - m_beta1) * g[j]);
-      v = static_cast<T>(m_beta2 * v + (1 - m_beta2) * g[j] * g[j]);
-      p.data()[j] -= static_cast<T>(m_lr * (m / c1) / (std::sqrt(v / c2) + m_eps));
-    }
-    m_params[i].graph().set_value(m_params[i], std::move(p));
+  adam_step(m_params, m_m, m_v, ++m_t, m_lr, m_beta1, m_beta2, m_eps, 0.0, grads);
+}
+
+template <class T>
+void Adam<T>::set_lr(double lr) {
+  check_lr("Adam::set_lr", lr);
+  m_lr = lr;
+}
+
+template <class T>
+AdamW<T>::AdamW(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : m_params(std::move(params)), m_lr(lr), m_beta1(beta1), m_beta2(beta2), m_eps(eps), m_weight_decay(weight_decay) {
+  check_params(m_params, "AdamW");
+  check_adam_hyperparameters("AdamW", lr, beta1, beta2, eps);
+  check_hyperparameter("AdamW", "weight_decay", weight_decay, std::isfinite(weight_decay) && weight_decay >= 0,
+                       "a finite number >= 0");
+  for (const auto& p : m_params) {
+    m_m.push_back(xt::zeros<T>(p.value().shape()));
+    m_v.push_back(xt::zeros<T>(p.value().shape()));
   }
+}
+
+template <class T>
+void AdamW<T>::step(const std::vector<Var<T>>& grads) {
+  check_grads(m_params, grads, "AdamW::step");
+  adam_step(m_params, m_m, m_v, ++m_t, m_lr, m_beta1, m_beta2, m_eps, m_weight_decay, grads);
+}
+
+template <class T>
+void AdamW<T>::set_lr(double lr) {
+  check_lr("AdamW::set_lr", lr);
+  m_lr = lr;
+}
+
+template <class T>
+double clip_grad_norm(const std::vector<Var<T>>& grads, double max_norm) {
+  check_hyperparameter("clip_grad_norm", "max_norm", max_norm, std::isfinite(max_norm) && max_norm > 0,
+                       "a finite number > 0");
+  // Every check before the first change: each value is readable, no seed of grad() is listed.
+  double sum_of_squares = 0;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].valid()) throw error("clip_grad_norm: grads[" + std::to_string(i) + "] is an empty Var");
+    const xt::xarray<T>& g = grads[i].value();  // throws for a released value or an index leaf
+    const Node<T>& n = grads[i].node();
+    const bool zero = std::all_of(g.begin(), g.end(), [](T x) { return x == 0; });
+    if (n.is_leaf() && n.in_backward() && !zero) {
+      throw error("clip_grad_norm: grads[" + std::to_string(i) + "] (node " + std::to_string(grads[i].id()) + ", " +
+                  n.op_name() + " '" + n.name + "') is a leaf that grad() made, which every replay reuses: " +
+                  "scaling it in place would scale every later gradient");
+    }
+    // As torch: the norm of each gradient, then the norm of those norms.
+    double squares = 0;
+    for (const T x : g) squares += static_cast<double>(x) * static_cast<double>(x);
+    const double norm = std::sqrt(squares);
+    sum_of_squares += norm * norm;
+  }
+  const double total = std::sqrt(sum_of_squares);
+  const double clip_coef = max_norm / (total + 1e-6);
+  if (clip_coef >= 1) return total;  // torch.clamp(clip_coef, max=1): a NaN clip_coef scales too
+  const T coef = static_cast<T>(clip_coef);
+  std::set<std::tuple<const Graph<T>*, std::size_t, std::size_t>> scaled;  // (graph, node, output)
+  for (const auto& v : grads) {
+    const Node<T>& n = v.node();
+    if ((n.is_leaf() && n.in_backward()) || !scaled.insert({&v.graph(), v.id(), v.output()}).second) continue;
+    // The graph holds its values as non-const arrays and Var::value() hands out a const view of
+    // one: the write goes to a node value, which the next replay() overwrites (leaves excepted).
+    auto& value = const_cast<xt::xarray<T>&>(v.value());
+    for (auto& x : value) x *= coef;
+  }
+  return total;
 }
 
 template <class T>
@@ -145,6 +250,10 @@ template class Sgd<float>;
 template class Sgd<double>;
 template class Adam<float>;
 template class Adam<double>;
+template class AdamW<float>;
+template class AdamW<double>;
+template double clip_grad_norm(const std::vector<Var<float>>&, double);
+template double clip_grad_norm(const std::vector<Var<double>>&, double);
 template xt::xarray<float> glorot_uniform(const Shape&, std::uint64_t);
 template xt::xarray<double> glorot_uniform(const Shape&, std::uint64_t);
 template xt::xarray<float> he_normal(const Shape&, std::uint64_t);
