@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,15 +30,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 std::string tensor_what(const std::string& what, const std::string& name) { return what + ": tensor '" + name + "'"; }
-
-// Every tensor name once and valid, whatever the format said.
-void check_names(const StoredCheckpoint& c, const std::string& what) {
-  std::set<std::string> seen;
-  for (const auto& [name, array] : c.tensors) {
-    check_tensor_name(name, what);
-    if (!seen.insert(name).second) throw error(tensor_what(what, name) + ": appears twice");
-  }
-}
 
 template <class T>
 xt::xarray<T> in_dtype(StoredArray&& a, const std::string& what) {
@@ -195,27 +185,15 @@ CheckpointFormat checkpoint_format(const std::string& path) {
 
 StoredCheckpoint read_checkpoint(const std::string& path) {
   const CheckpointFormat format = checkpoint_format(path);
-  StoredCheckpoint c;
-  if (format == CheckpointFormat::npz) {
-    c = read_npz_file(path);
-  } else {
-    const std::size_t size = regular_file_size(path);
-    c = read_safetensors({size, [&](std::size_t offset, std::size_t n) { return read_file_range(path, offset, n); }, path});
-  }
-  check_names(c, path);
-  return c;
+  if (format == CheckpointFormat::npz) return read_npz_file(path);
+  const std::size_t size = regular_file_size(path);
+  return read_safetensors({size, [&](std::size_t offset, std::size_t n) { return read_file_range(path, offset, n); }, path});
 }
 
 StoredCheckpoint parse_checkpoint(std::string_view bytes, CheckpointFormat format, const std::string& what) {
-  StoredCheckpoint c;
-  if (format == CheckpointFormat::npz) {
-    c = parse_npz(bytes, what);
-  } else {
-    c = read_safetensors(
-        {bytes.size(), [&](std::size_t offset, std::size_t n) { return std::string(bytes.substr(offset, n)); }, what});
-  }
-  check_names(c, what);
-  return c;
+  if (format == CheckpointFormat::npz) return parse_npz(bytes, what);
+  return read_safetensors(
+      {bytes.size(), [&](std::size_t offset, std::size_t n) { return std::string(bytes.substr(offset, n)); }, what});
 }
 
 template <class T>

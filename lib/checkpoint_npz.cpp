@@ -2,7 +2,6 @@
 // written through libzip (ZIP64 and deflate included). Each member goes through xgrad's .npy
 // reader and writer (lib/npy.cpp). xgrad's metadata is one more member, __metadata__.json.
 #include <memory>
-#include <set>
 
 #include <zip.h>
 
@@ -85,7 +84,6 @@ std::string read_member(zip_t* z, zip_uint64_t index, const zip_stat_t& st, std:
 
 StoredCheckpoint read_archive(zip_t* z, std::size_t archive_size, const std::string& what) {
   StoredCheckpoint out;
-  std::set<std::string> names;
   const zip_int64_t count = zip_get_num_entries(z, 0);
   for (zip_int64_t i = 0; i < count; ++i) {
     zip_stat_t st;
@@ -97,7 +95,6 @@ StoredCheckpoint read_archive(zip_t* z, std::size_t archive_size, const std::str
     }
     const std::string member = st.name;
     const std::string member_what = what + ": member '" + member + "'";
-    if (!names.insert(member).second) throw error(member_what + ": appears twice in the archive");
     if (member == metadata_member) {
       out.metadata = parse_metadata_json(read_member(z, index, st, archive_size, max_checkpoint_header, member_what),
                                          member_what);
