@@ -62,10 +62,11 @@ Entry parse_entry(const std::string& name, const Json& json, std::size_t data_si
   return e;
 }
 
+bool data_order(const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; }
+
 // The tensors must cover the data exactly: no byte in two of them, none in no tensor.
 void check_tiling(std::vector<Entry> entries, std::size_t data_size, const std::string& what) {
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::stable_sort(entries.begin(), entries.end(), data_order);
   std::size_t covered = 0;
   const Entry* previous = nullptr;
   for (const Entry& e : entries) {
@@ -152,8 +153,8 @@ StoredCheckpoint read_safetensors(const ByteSource& source) {
     entries.push_back(parse_entry(item.key(), item.value(), data_size, what));
   }
   check_tiling(entries, data_size, what);
-  // File order: the order of the data.
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  // File order: the order of the data (an empty tensor before the one that starts where it is).
+  std::stable_sort(entries.begin(), entries.end(), data_order);
   for (const Entry& e : entries) {
     out.tensors.emplace_back(e.name, decode(e, source.read(data_start + e.begin, e.end - e.begin)));
   }

@@ -15,6 +15,9 @@ Files, under tests/data/checkpoint/:
   savez_compressed.npz  np.savez_compressed (deflated members)
   zip64.npz             the same stored members with ZIP64 central-directory records and the
                         ZIP64 end of central directory (zipfile's limit lowered to force them)
+  bad_dtype.npz         np.savez of an int64 array a (a dtype xgrad refuses)
+  bad_metadata.npz      a.npy and a __metadata__.json whose value is a number, {"k": 123}
+  nested_metadata.npz   a.npy and a __metadata__.json nested deeper than strings, {"k": [1]}
   hand.safetensors      safetensors written byte by byte from the format's description: the
                         header's keys out of data order, __metadata__ last, padded with spaces;
                         w, b, s, e only (row-major little-endian)
@@ -56,6 +59,13 @@ for name in ("savez.npz", "savez_compressed.npz", "zip64.npz"):
         for key, a in arrays.items():
             assert z[key].shape == np.shape(a) and z[key].dtype.itemsize == np.asarray(a).dtype.itemsize
             assert np.array_equal(z[key], a, equal_nan=True), (name, key)
+
+np.savez(out + "bad_dtype.npz", a=np.arange(3, dtype=np.int64))
+for name, text in (("bad_metadata.npz", '{"k": 123}'), ("nested_metadata.npz", '{"k": [1]}')):
+    with zipfile.ZipFile(out + name, "w") as z:
+        with z.open("a.npy", "w") as member:
+            np.lib.format.write_array(member, np.array([1.0]))
+        z.writestr("__metadata__.json", text)
 
 # safetensors, from the format: u64 little-endian N, N bytes of JSON, the data.
 data = b""
