@@ -7,6 +7,7 @@
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/lib/array_io.hpp>
 #include <xgrad/lib/attention.hpp>
+#include <xgrad/lib/checkpoint.hpp>
 #include <xgrad/lib/diagnostics.hpp>
 #include <xgrad/lib/documented_example.hpp>
 #include <xgrad/lib/format.hpp>

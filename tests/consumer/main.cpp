@@ -14,5 +14,11 @@ int main() {
   std::printf("out = %s, grad_q = %s\n", xgrad::format_array(out.value()).c_str(),
               xgrad::format_array(grad_q.value()).c_str());
   const bool ok = std::abs(out.value()(1, 0) - 1.5) < 1e-12 && std::abs(grad_q.value()(1, 0) + 0.75) < 1e-12;
-  return ok ? 0 : 1;
+  // A checkpoint through libzip, which the installed package finds for the consumer.
+  const std::map<std::string, xt::xarray<double>> tensors = {{"v", v.value()}};
+  xgrad::save_tensors("consumer.npz", tensors, {{"from", "consumer"}});
+  const auto back = xgrad::load_tensors<double>("consumer.npz");
+  const bool ckpt_ok = back.metadata.at("from") == "consumer" && *back.find("v") == v.value();
+  std::printf("checkpoint: %s\n", ckpt_ok ? "read back" : "differs");
+  return ok && ckpt_ok ? 0 : 1;
 }

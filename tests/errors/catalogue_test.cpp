@@ -175,6 +175,47 @@ void grad_through_broken(std::size_t count) {
   grad(g.apply(std::make_shared<BrokenVjpOp>(count), {x}), {x});
 }
 
+// A safetensors file of this header and data, parsed as m.safetensors.
+void safetensors_of(const std::string& header, const std::string& data = "") {
+  std::string bytes(8, '\0');
+  for (std::size_t k = 0; k < 8; ++k) bytes[k] = static_cast<char>((header.size() >> (8 * k)) & 0xff);
+  parse_checkpoint(bytes + header + data, CheckpointFormat::safetensors, "m.safetensors");
+}
+const std::string f64_header = R"({"a":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})";
+std::string edited(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t i = 0; (i = s.find(from, i)) != std::string::npos; i += to.size()) s.replace(i, from.size(), to);
+  return s;
+}
+// An .npz of a = [1.0] (and metadata k: v), edited, parsed as m.npz.
+void npz_of(const std::function<std::string(std::string)>& edit) {
+  const std::string bytes = checkpoint_bytes(std::map<std::string, xt::xarray<double>>{{"a", {1.0}}}, {{"k", "v"}},
+                                             CheckpointFormat::npz, "m.npz");
+  parse_checkpoint(edit(bytes), CheckpointFormat::npz, "m.npz");
+}
+// The .npy member a.npy's size field, twice (compressed and not), as the zip headers hold it.
+std::string npy_sizes() {
+  const std::string size(1, static_cast<char>(npy_bytes(xt::xarray<double>{1.0}).size()));
+  return size + std::string(3, '\0') + size + std::string(3, '\0');
+}
+// A file of tests/data/checkpoint, copied to the scratch directory (so that messages name no
+// machine's path).
+std::string fixture_copy(const std::string& name) {
+  fs::copy_file(XGRAD_TEST_DATA "/checkpoint/" + name, at(name.c_str()), fs::copy_options::overwrite_existing);
+  return at(name.c_str());
+}
+// Three parameters w (2, 3), b (2,), s () for the load_parameters rows.
+struct Params {
+  Graph<double> g;
+  Var<double> w = g.parameter("w", z({2, 3}));
+  Var<double> b = g.parameter("b", z({2}));
+  Var<double> s = g.parameter("s", xt::xarray<double>(1.0));
+};
+void load_params_from(std::map<std::string, xt::xarray<double>> tensors) {
+  save_tensors(at("p.safetensors"), tensors);
+  Params p;
+  load_parameters(p.g, at("p.safetensors"));
+}
+
 std::vector<Row> rows() {
   return {
       // The graph.
@@ -383,6 +424,48 @@ std::vector<Row> rows() {
       {"F02", "files", "not a regular file", Kind::error, [] { read_json_array(at("dir.json")); }, {"dir.json: not a regular file"}},
       {"F03", "files", "neither .npy nor .json", Kind::error, [] { read_array(at("g.dat")); }, {"g.dat: unknown array file type"}},
       {"F04", "files", "a file larger than the reader takes", Kind::error, [] { read_text_file(at("v.json"), 4); }, {"v.json: 16 bytes, more than the 4 this reader takes"}},
+      // Checkpoints.
+      {"K01", "checkpoints", "a safetensors file shorter than its header length", Kind::error, [] { parse_checkpoint(std::string("\x05\x00\x00", 3), CheckpointFormat::safetensors, "m.safetensors"); }, {"m.safetensors: too short for a safetensors file (3 bytes"}},
+      {"K02", "checkpoints", "a safetensors header over 100 MB", Kind::error, [] { parse_checkpoint(std::string("\x00\xe2\xf5\x05\x00\x00\x00\x00{}", 10), CheckpointFormat::safetensors, "m.safetensors"); }, {"m.safetensors: the header claims 100000256 bytes, more than the 100000000"}},
+      {"K03", "checkpoints", "a safetensors header longer than the file", Kind::error, [] { parse_checkpoint(std::string("\x40\x00\x00\x00\x00\x00\x00\x00{}", 10), CheckpointFormat::safetensors, "m.safetensors"); }, {"m.safetensors: the header claims 64 bytes but the file has 2 after the length (truncated)"}},
+      {"K04", "checkpoints", "a safetensors header that does not begin with {", Kind::error, [] { safetensors_of(" {}"); }, {"m.safetensors: header: does not begin with '{'"}},
+      {"K05", "checkpoints", "a safetensors header that is not JSON", Kind::error, [] { safetensors_of("{\"a\": "); }, {"m.safetensors: header: not JSON"}},
+      {"K06", "checkpoints", "a key twice in a safetensors header (a tensor name twice)", Kind::error, [] { safetensors_of(R"({"a":{},"a":{}})"); }, {"m.safetensors: header: top level: the key \"a\" appears twice"}},
+      {"K07", "checkpoints", "a safetensors header nested deeper than 3 levels", Kind::error, [] { safetensors_of(R"({"a":{"shape":[[1]]}})"); }, {"m.safetensors: header: nested deeper than 3 levels"}},
+      {"K08", "checkpoints", "a dtype other than F32 or F64", Kind::error, [] { safetensors_of(edited(f64_header, "F64", "I64"), std::string(16, '\0')); }, {"m.safetensors: header: tensor 'a'.dtype: dtype \"I64\" is not supported: xgrad reads F32 and F64"}},
+      {"K09", "checkpoints", "a tensor entry with a missing, unknown or mistyped key", Kind::error, [] { safetensors_of(edited(f64_header, ",\"shape\":[2]", ""), std::string(16, '\0')); }, {"m.safetensors: header: tensor 'a': missing key \"shape\""}},
+      {"K10", "checkpoints", "a tensor shape of too many elements", Kind::error, [] { safetensors_of(edited(f64_header, "[2]", "[99999,99999]"), std::string(16, '\0')); }, {"m.safetensors: header: tensor 'a'.shape: more than 268435456 elements"}},
+      {"K11", "checkpoints", "data_offsets that begin after they end", Kind::error, [] { safetensors_of(edited(f64_header, "[0,16]", "[16,0]"), std::string(16, '\0')); }, {"m.safetensors: tensor 'a': data_offsets [16, 0] begin after they end"}},
+      {"K12", "checkpoints", "data_offsets of another size than the shape's", Kind::error, [] { safetensors_of(edited(f64_header, "[0,16]", "[0,8]"), std::string(8, '\0')); }, {"m.safetensors: tensor 'a': data_offsets [0, 8] hold 8 bytes, shape (2,) of F64 needs 16"}},
+      {"K13", "checkpoints", "a truncated safetensors file", Kind::error, [] { safetensors_of(f64_header, std::string(12, '\0')); }, {"m.safetensors: tensor 'a': data_offsets [0, 16] end past the data, which has 12 bytes (truncated)"}},
+      {"K14", "checkpoints", "overlapping data_offsets", Kind::error, [] { safetensors_of(R"({"a":{"dtype":"F64","shape":[2],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", std::string(16, '\0')); }, {"m.safetensors: tensor 'b': data_offsets [8, 16] overlap those of tensor 'a' [0, 16]"}},
+      {"K15", "checkpoints", "data that the tensors do not tile (a gap, trailing bytes)", Kind::error, [] { safetensors_of(f64_header, std::string(18, '\0')); }, {"m.safetensors: bytes [16, 18) of the data belong to no tensor: the tensors must tile the data (trailing bytes)"}},
+      {"K16", "checkpoints", "metadata that does not map strings to strings", Kind::error, [] { safetensors_of(R"({"__metadata__":{"lr":0.1}})"); }, {"m.safetensors: header: __metadata__: the value of \"lr\" is number; metadata maps strings to strings"}},
+      {"K17", "checkpoints", "a tensor with an empty name", Kind::error, [] { safetensors_of(R"({"":{"dtype":"F64","shape":[0],"data_offsets":[0,0]}})"); }, {"m.safetensors: a tensor has an empty name"}},
+      {"K18", "checkpoints", "a tensor named __metadata__", Kind::error, [] { save_tensors(at("m.npz"), std::map<std::string, xt::xarray<double>>{{"__metadata__", z({1})}}); }, {"m.npz: the name '__metadata__' is reserved for the metadata, not a tensor"}},
+      {"K19", "checkpoints", "a safetensors name or metadata string that is not UTF-8", Kind::error, [] { save_tensors(at("m.safetensors"), std::map<std::string, xt::xarray<double>>{{"\xff", z({1})}}); }, {"m.safetensors: a tensor name or a metadata string is not valid UTF-8"}},
+      {"K20", "checkpoints", "a file name that is neither .safetensors nor .npz", Kind::error, [] { load_tensors<double>(at("m.ckpt")); }, {"m.ckpt: unknown checkpoint type: the name must end in .safetensors or .npz"}},
+      {"K21", "checkpoints", "an .npz shorter than a zip end record", Kind::error, [] { parse_checkpoint("PK", CheckpointFormat::npz, "m.npz"); }, {"m.npz: too short for a zip archive (.npz) (2 bytes"}},
+      {"K22", "checkpoints", "an .npz that libzip cannot open (not zip, truncated, a member name twice)", Kind::error, [] { npz_of([](const std::string&) { return std::string(64, 'x'); }); }, {"m.npz: not a readable zip archive (.npz): Not a zip archive"}},
+      {"K23", "checkpoints", "an .npz member that is not NAME.npy", Kind::error, [] { npz_of([](std::string b) { return edited(b, "a.npy", "a.txt"); }); }, {"m.npz: member 'a.txt': is not NAME.npy"}},
+      {"K24", "checkpoints", "an .npz member compressed other than stored or deflated, or encrypted", Kind::error, [] { npz_of([](std::string b) { for (const auto& [sig, at] : {std::pair{std::string("PK\x03\x04"), 8}, std::pair{std::string("PK\x01\x02"), 10}}) { for (std::size_t i = 0; (i = b.find(sig, i)) != std::string::npos; i += 4) b[i + at] = 12; } return b; }); }, {"m.npz: tensor 'a' (a.npy): is compressed with zip method 12; xgrad reads stored and deflated members"}},
+      {"K25", "checkpoints", "an .npz member whose declared size does not fit the archive", Kind::error, [] { npz_of([](std::string b) { return edited(b, npy_sizes(), npy_sizes().substr(0, 4) + std::string("\x00\x00\x00\x10", 4)); }); }, {"m.npz: tensor 'a' (a.npy): declares 268435456 bytes (136 compressed) in an archive of"}},
+      {"K26", "checkpoints", "an .npz member whose data is corrupt (CRC)", Kind::error, [] { npz_of([](std::string b) { b[b.find('\n', b.find("'shape': (1,), }")) + 1] ^= 1; return b; }); }, {"m.npz: tensor 'a' (a.npy): cannot read it: CRC error"}},
+      {"K27", "checkpoints", "an .npz member that is no valid .npy (any N rule)", Kind::error, [] { read_checkpoint(fixture_copy("bad_dtype.npz")); }, {"bad_dtype.npz: tensor 'a' (a.npy): dtype '<i8' is not supported"}},
+      {"K28", "checkpoints", "an .npz __metadata__.json that is not an object of strings", Kind::error, [] { read_checkpoint(fixture_copy("bad_metadata.npz")); }, {"bad_metadata.npz: member '__metadata__.json': the value of \"k\" is number; metadata maps strings to strings"}},
+      {"K29", "checkpoints", "an .npz tensor name with a NUL byte", Kind::error, [] { save_tensors(at("m.npz"), std::map<std::string, xt::xarray<double>>{{std::string("a\0b", 3), z({1})}}); }, {"m.npz: tensor name holds a NUL byte"}},
+      {"K30", "checkpoints", "a float64 value that float32 cannot hold exactly, loaded as float32", Kind::error, [] { save_tensors(at("p.safetensors"), std::map<std::string, xt::xarray<double>>{{"w", {0.5, 0.1}}}); load_tensors<float>(at("p.safetensors")); }, {"p.safetensors: tensor 'w': the float64 value 0.10000000000000001 at [1] has no exact float32 value"}},
+      {"K31", "checkpoints", "load_parameters: no tensor for a parameter", Kind::error, [] { load_params_from({{"w", z({2, 3})}, {"b", z({2})}}); }, {"p.safetensors: no tensor 's' for parameter 's' (node 2, ())"}},
+      {"K32", "checkpoints", "load_parameters: a tensor that is no parameter", Kind::error, [] { load_params_from({{"w", z({2, 3})}, {"b", z({2})}, {"s", xt::xarray<double>(1.0)}, {"x", z({1})}}); }, {"p.safetensors: tensor 'x' (1,) is no parameter of the graph (3 parameters)"}},
+      {"K33", "checkpoints", "load_parameters: a tensor of another shape than its parameter", Kind::error, [] { load_params_from({{"w", z({3, 2})}, {"b", z({2})}, {"s", xt::xarray<double>(1.0)}}); }, {"p.safetensors: tensor 'w' is (3, 2), parameter 'w' (node 0) is (2, 3)"}},
+      {"K34", "checkpoints", "two parameters of one name", Kind::error, [] { Params p; p.g.parameter("w", z({1})); save_parameters(p.g, at("p.safetensors")); }, {"p.safetensors: parameters node 0 and node 3 are both named 'w'; a checkpoint names each parameter once"}},
+      {"K35", "checkpoints", "a parameter without a name", Kind::error, [] { Params p; p.g.parameter("", z({1})); load_parameters(p.g, at("p.safetensors")); }, {"p.safetensors: parameter node 3 (1,) has no name; a checkpoint stores parameters by name"}},
+      {"K36", "checkpoints", "a save whose temporary file cannot be created", Kind::error, [] { save_tensors(at("no/such/dir/m.npz"), std::map<std::string, xt::xarray<double>>{}); }, {"no/such/dir/m.npz: cannot create a temporary file in its directory: No such file or directory"}},
+      {"K37", "checkpoints", "a save whose write fails (the old file stays)", Kind::error, [] { FileSizeLimit limit(16); save_tensors(at("fsize.safetensors"), std::map<std::string, xt::xarray<double>>{{"a", z({8})}}); }, {"fsize.safetensors: cannot write it: File too large"}},
+      {"K38", "checkpoints", "a save over something that is not a regular file", Kind::error, [] { fs::create_directories(at("dir.npz")); save_tensors(at("dir.npz"), std::map<std::string, xt::xarray<double>>{}); }, {"dir.npz: exists and is not a regular file; refusing to replace it"}},
+      {"K39", "checkpoints", "a save through a symbolic link to nothing", Kind::error, [] { fs::remove(at("dangling.npz")); fs::create_symlink("nowhere.npz", at("dangling.npz")); save_tensors(at("dangling.npz"), std::map<std::string, xt::xarray<double>>{}); }, {"dangling.npz: is a symbolic link to nothing; refusing to write through it"}},
+      {"K40", "checkpoints", "safetensors __metadata__ that is not an object", Kind::error, [] { safetensors_of(R"({"__metadata__":[]})"); }, {"m.safetensors: header: __metadata__: expected an object of strings, got array"}},
+      {"T27", "xgrad", "params without a file", Kind::usage, [] { run_cli(tool::params_command, {}); }, {"missing FILE (a .safetensors or .npz checkpoint)"}},
       // The xgrad tool (exit status 2).
       {"T01", "xgrad", "an unknown option", Kind::usage, [] { run_cli(tool::attention_command, {"--frob"}); }, {"unknown option '--frob'"}},
       {"T02", "xgrad", "an option given twice", Kind::usage, [] { run_cli(tool::example_command, {"--dtype", "float32", "--dtype", "float64"}); }, {"option --dtype given twice"}},

@@ -24,6 +24,16 @@ printf '[[1, -2], [0.5, 0]]' > "$tmp/g.json"
 # .npy files written by numpy (tests/data/make_npy_fixtures.py).
 cp tests/data/npy/*.npy $corpus/npy/
 
+# Checkpoints: numpy's .npz files and a hand-written safetensors file
+# (tests/data/make_checkpoint_fixtures.py), and what xgrad's writer makes (suite checkpoint
+# writes them to the build's tests/output).
+mkdir -p $corpus/npz $corpus/safetensors
+cp tests/data/checkpoint/*.npz $corpus/npz/
+cp tests/data/checkpoint/*.safetensors $corpus/safetensors/
+"$(dirname "$xgrad")/tests/xgrad_tests" --run_test=checkpoint/writes_npz_files_for_numpy >/dev/null
+for f in "$(dirname "$xgrad")"/tests/output/xgrad_*.npz; do cp "$f" "$corpus/npz/$(basename "$f")"; done
+for f in "$(dirname "$xgrad")"/tests/output/xgrad_*.safetensors; do cp "$f" "$corpus/safetensors/$(basename "$f")"; done
+
 # JSON arrays.
 printf '[[1, 2.5, "nan"], [-0.0, "inf", "-inf"]]' > $corpus/json_array/matrix.json
 printf '7' > $corpus/json_array/scalar.json

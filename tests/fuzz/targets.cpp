@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,38 @@ void import_round_trip(const Json& json) {
   const auto again = graph_from_json<T>(text, graph_budget, graph_work);
   if (to_json(*again, ExportValues::all).dump() != text) broken("graph export -> import -> export changed the text");
   to_dot(*g);
+}
+
+template <class T>
+std::map<std::string, xt::xarray<T>> tensors_in(const StoredCheckpoint& c) {
+  std::map<std::string, xt::xarray<T>> out;
+  for (const auto& [name, array] : c.tensors) out.emplace(name, xt::cast<T>(array.values));
+  return out;
+}
+
+int checkpoint(CheckpointFormat format, const std::uint8_t* data, std::size_t size) {
+  StoredCheckpoint a;
+  try {
+    a = parse_checkpoint(text_of(data, size), format, "fuzz");
+  } catch (const error&) {
+    return 0;
+  }
+  const bool all_float32 = std::all_of(a.tensors.begin(), a.tensors.end(),
+                                       [](const auto& t) { return t.second.dtype == "float32"; });
+  const std::string bytes = all_float32 ? checkpoint_bytes(tensors_in<float>(a), a.metadata, format, "rewritten")
+                                        : checkpoint_bytes(tensors_in<double>(a), a.metadata, format, "rewritten");
+  const StoredCheckpoint b = parse_checkpoint(bytes, format, "rewritten");
+  if (b.metadata != a.metadata || b.tensors.size() != a.tensors.size()) broken("checkpoint read -> write -> read changed it");
+  std::map<std::string, const StoredArray*> by_name;
+  for (const auto& [name, array] : b.tensors) by_name[name] = &array;
+  for (const auto& [name, array] : a.tensors) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end() || !same_bits(array.values, it->second->values) ||
+        (all_float32 && it->second->dtype != "float32")) {
+      broken("checkpoint read -> write -> read changed a tensor");
+    }
+  }
+  return 0;
 }
 
 std::string temp_dir() {
@@ -86,6 +119,12 @@ int json_array(const std::uint8_t* data, std::size_t size) {
   if (!same_bits_any_nan(a.values, b.values)) broken("JSON array read -> write -> read changed the array");
   return 0;
 }
+
+int safetensors(const std::uint8_t* data, std::size_t size) {
+  return checkpoint(CheckpointFormat::safetensors, data, size);
+}
+
+int npz(const std::uint8_t* data, std::size_t size) { return checkpoint(CheckpointFormat::npz, data, size); }
 
 int cli_attention(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

@@ -20,6 +20,11 @@ int npy(const std::uint8_t* data, std::size_t size);
 // parse_json_array on the input; when it reads a non-empty array, array_to_json and reading
 // again must give the same bits.
 int json_array(const std::uint8_t* data, std::size_t size);
+// parse_checkpoint on the input as a safetensors file / an .npz archive; when it reads, writing
+// the tensors (as float32 if all are, else float64) and the metadata in the same format and
+// reading again must give the same names, bits and metadata.
+int safetensors(const std::uint8_t* data, std::size_t size);
+int npz(const std::uint8_t* data, std::size_t size);
 // `xgrad attention` in process on files made from the input: byte 0 holds flags (bit 0
 // --dtype float32, bit 1 --dtype float64, bits 2..5 whether q, k, v, grad-output are .npy rather
 // than .json); the rest is split at cli_separator into the q, k, v files, an optional

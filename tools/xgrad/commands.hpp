@@ -30,5 +30,6 @@ extern const Command export_command;
 extern const Command replay_command;
 extern const Command inspect_command;
 extern const Command saturation_command;
+extern const Command params_command;
 
 }  // namespace xgrad::tool
