@@ -18,7 +18,18 @@ int main() {
   std::vector<Case> cases = {
     {"scale", {E}, [](auto&, V x) { return scale(x, 2.0); }},
     {"relu", {E}, [](auto&, V x) { return relu(x); }},
+    {"neg", {E}, [](auto&, V x) { return neg(x); }},
+    {"exp", {E}, [](auto&, V x) { return exp(x); }},
+    {"log", {E}, [](auto&, V x) { return log(x); }},
+    {"sqrt", {E}, [](auto&, V x) { return sqrt(x); }},
+    {"tanh", {E}, [](auto&, V x) { return tanh(x); }},
+    {"erf", {E}, [](auto&, V x) { return erf(x); }},
+    {"gelu none", {E}, [](auto&, V x) { return gelu(x); }},
+    {"gelu tanh", {E}, [](auto&, V x) { return gelu(x, GeluApprox::tanh); }},
+    {"dropout p=0.5", {E}, [](auto&, V x) { return dropout(x, 0.5, 1); }},
     {"add same", {E}, [](auto&, V x) { return add(x, x); }},
+    {"sub same", {E}, [](auto&, V x) { return sub(x, x); }},
+    {"div same", {E}, [](auto&, V x) { return div(x, x); }},
     {"add bcast rows", {E, 1}, [](auto& g, V x) { return add(x, g.input("r", xt::xarray<double>(xt::ones<double>({std::size_t(1), std::size_t(1)})))); }},
     {"add bcast (E/64,64)+(64)", {E / 64, 64}, [](auto& g, V x) { return add(x, g.input("r", xt::xarray<double>(xt::ones<double>({std::size_t(64)})))); }},
     {"mul bcast rows", {E, 1}, [](auto& g, V x) { return mul(x, g.input("r", xt::xarray<double>(xt::ones<double>({std::size_t(1), std::size_t(1)})))); }},
@@ -53,7 +64,10 @@ int main() {
   };
   for (auto& c : cases) {
     Graph<double> g;
-    auto x = g.input("x", xt::xarray<double>(xt::ones<double>(c.shape)));
+    // Values in [0.5, 1.5): inside every row's domain, away from libm's fast paths at 0 and 1.
+    xt::xarray<double> value = 0.5 + xt::abs(xt::sin(xt::arange<double>(0, static_cast<double>(shape_size(c.shape)))));
+    value.reshape(c.shape);
+    auto x = g.input("x", value);
     V y = c.make(g, x);
     const Node<double>& n = y.node();
     std::vector<Shape> in;
