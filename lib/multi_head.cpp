@@ -13,13 +13,11 @@ namespace xgrad {
 
 namespace {
 
-// x (B, T, d) -> x W + b, through (B T, d) so that one GEMM does the whole batch.
+// x (B, T, d) -> x W + b: matmul makes it one GEMM of the B T rows, and its gradient w.r.t. W
+// one product of them.
 template <class T>
 Var<T> project(const Var<T>& x, const Var<T>& w, const Var<T>& b) {
-  const auto& s = x.value().shape();
-  const Shape flat{s[0] * s[1], s[2]};
-  const Var<T> y = matmul(reshape(x, flat), w);
-  return reshape(add(y, b), Shape{s[0], s[1], s[2]});
+  return add(matmul(x, w), b);
 }
 
 // (B, T, d_model) -> (B, H, T, d_head)
