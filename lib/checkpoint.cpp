@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,6 +94,15 @@ std::string write_target(const std::string& path) {
   return path;
 }
 
+// The process's umask from /proc/self/status (Linux 4.7 and later), 022 where it is not there.
+mode_t current_umask() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+  }
+  return 022;
+}
+
 // Writes bytes to a temporary file beside the target and renames it over the target.
 void write_atomically(const std::string& path, const std::string& bytes) {
   namespace fs = std::filesystem;
@@ -100,24 +110,27 @@ void write_atomically(const std::string& path, const std::string& bytes) {
   std::string temp = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
   const int fd = mkstemp(temp.data());
   if (fd < 0) throw error(path + ": cannot create a temporary file in its directory: " + std::strerror(errno));
-  const mode_t mask = umask(0);
-  umask(mask);
-  bool ok = fchmod(fd, 0666 & ~mask) == 0;
-  for (std::size_t done = 0; ok && done < bytes.size();) {
+  // The mode a new file would get (0666 less the umask, read without changing it: umask() is
+  // process-wide), or the mode of the file it replaces.
+  struct stat old {};
+  const mode_t mode = ::stat(target.c_str(), &old) == 0 ? (old.st_mode & 07777) : (0666 & ~current_umask());
+  int e = 0;
+  if (fchmod(fd, mode) != 0) e = errno;
+  for (std::size_t done = 0; e == 0 && done < bytes.size();) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ok = false;
+    if (n < 0) e = errno;
+    else if (n == 0) e = EIO;
     else done += static_cast<std::size_t>(n);
   }
-  const int write_errno = errno;
-  ok = ok && fsync(fd) == 0;
-  if (::close(fd) != 0 || !ok) {
-    const int e = ok ? errno : write_errno;
+  if (e == 0 && fsync(fd) != 0) e = errno;
+  if (::close(fd) != 0 && e == 0) e = errno;
+  if (e != 0) {
     ::unlink(temp.c_str());
     throw error(path + ": cannot write it: " + std::strerror(e));
   }
   if (::rename(temp.c_str(), target.c_str()) != 0) {
-    const int e = errno;
+    e = errno;
     ::unlink(temp.c_str());
     throw error(path + ": cannot replace it: " + std::strerror(e));
   }

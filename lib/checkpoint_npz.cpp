@@ -2,6 +2,8 @@
 // written through libzip (ZIP64 and deflate included). Each member goes through xgrad's .npy
 // reader and writer (lib/npy.cpp). xgrad's metadata is one more member, __metadata__.json.
 #include <memory>
+#include <set>
+#include <string>
 
 #include <zip.h>
 
@@ -36,6 +38,12 @@ Archive open_archive(zip_source_t* source, const std::string& what) {
   zip_error_t e;
   zip_error_init(&e);
   zip_t* z = zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &e);
+  if (!z && zip_error_code_zip(&e) == ZIP_ER_EXISTS) {
+    // Two members of one name: open it again without that check, for read_archive to name it.
+    zip_error_fini(&e);
+    zip_error_init(&e);
+    z = zip_open_from_source(source, ZIP_RDONLY, &e);
+  }
   if (!z) {
     zip_source_free(source);
     const std::string text = zip_error_strerror(&e);
@@ -84,6 +92,7 @@ std::string read_member(zip_t* z, zip_uint64_t index, const zip_stat_t& st, std:
 
 StoredCheckpoint read_archive(zip_t* z, std::size_t archive_size, const std::string& what) {
   StoredCheckpoint out;
+  std::set<std::string> members;
   const zip_int64_t count = zip_get_num_entries(z, 0);
   for (zip_int64_t i = 0; i < count; ++i) {
     zip_stat_t st;
@@ -95,6 +104,11 @@ StoredCheckpoint read_archive(zip_t* z, std::size_t archive_size, const std::str
     }
     const std::string member = st.name;
     const std::string member_what = what + ": member '" + member + "'";
+    if (!members.insert(member).second) {
+      const bool tensor = member.size() > 4 && member.compare(member.size() - 4, 4, ".npy") == 0;
+      throw error(tensor ? what + ": tensor '" + member.substr(0, member.size() - 4) + "' (" + member + ") appears twice"
+                         : member_what + ": appears twice");
+    }
     if (member == metadata_member) {
       out.metadata = parse_metadata_json(read_member(z, index, st, archive_size, max_checkpoint_header, member_what),
                                          member_what);

@@ -191,8 +191,8 @@ void AdamW<T>::set_lr(double lr) {
 
 template <class T>
 double clip_grad_norm(const std::vector<Var<T>>& grads, double max_norm) {
-  check_hyperparameter("clip_grad_norm", "max_norm", max_norm, std::isfinite(max_norm) && max_norm > 0,
-                       "a finite number > 0");
+  check_hyperparameter("clip_grad_norm", "max_norm", max_norm, std::isfinite(max_norm) && max_norm >= 0,
+                       "a finite number >= 0");
   // Every check before the first change: each value is readable, no seed of grad() is listed.
   double sum_of_squares = 0;
   for (std::size_t i = 0; i < grads.size(); ++i) {

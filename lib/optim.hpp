@@ -99,7 +99,8 @@ class AdamW {
 // constant of the caller's keeps its scaled value; the zeros that grad() gives a parameter the
 // loss does not reach are left as they are. A Var listed twice counts twice in the norm (one
 // gradient per parameter) and is scaled once.
-// Throws xgrad::error, and changes nothing, unless max_norm is finite and > 0, every grad is a
+// max_norm 0 zeroes every gradient, as in PyTorch.
+// Throws xgrad::error, and changes nothing, unless max_norm is finite and >= 0, every grad is a
 // Var with a value (not empty, released by keep_only or an index leaf), and none is the seed
 // grad_out that grad() made (a leaf every replay reuses: scaling it would scale every later
 // gradient).

@@ -42,7 +42,7 @@ std::string position(std::size_t flat, const Shape& shape) {
 template <class T>
 std::string id_str(T v) {
   char buf[48];
-  if (std::isfinite(v) && v == std::floor(v)) {
+  if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 1e15) {
     std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(v));
   } else {
     std::snprintf(buf, sizeof buf, "%.*g", std::numeric_limits<T>::max_digits10, static_cast<double>(v));

@@ -338,10 +338,9 @@ BOOST_AUTO_TEST_CASE(rejects_bad_adamw_set_lr_and_clip_grad_norm) {
   BOOST_TEST(adamw.lr() == 1e-3);
   // clip_grad_norm: max_norm, empty and unreadable Vars, and the seed of grad(), changing nothing.
   const std::vector<Var<double>> grads = {q.grad_w};
-  check_error([&] { clip_grad_norm(grads, 0.0); }, {"clip_grad_norm: max_norm must be a finite number > 0, got 0"});
-  check_error([&] { clip_grad_norm(grads, -1.0); }, {"clip_grad_norm: max_norm must be a finite number > 0, got -1"});
-  check_error([&] { clip_grad_norm(grads, inf); }, {"clip_grad_norm: max_norm must be a finite number > 0, got inf"});
-  check_error([&] { clip_grad_norm(grads, nan); }, {"clip_grad_norm: max_norm must be a finite number > 0, got nan"});
+  check_error([&] { clip_grad_norm(grads, -1.0); }, {"clip_grad_norm: max_norm must be a finite number >= 0, got -1"});
+  check_error([&] { clip_grad_norm(grads, inf); }, {"clip_grad_norm: max_norm must be a finite number >= 0, got inf"});
+  check_error([&] { clip_grad_norm(grads, nan); }, {"clip_grad_norm: max_norm must be a finite number >= 0, got nan"});
   check_error([&] { clip_grad_norm<double>({q.grad_w, Var<double>()}, 1.0); }, {"clip_grad_norm: grads[1] is an empty Var"});
   const auto ids = q.g.indices("ids", xt::xarray<std::int64_t>{1, 2});
   check_error([&] { clip_grad_norm<double>({q.grad_w, ids}, 1.0); }, {"'ids'", "is an index leaf"});
@@ -355,6 +354,14 @@ BOOST_AUTO_TEST_CASE(rejects_bad_adamw_set_lr_and_clip_grad_norm) {
   const auto s = scale(g.constant("c", xt::xarray<double>{1.0}), 2.0);
   g.keep_only({});
   check_error([&] { clip_grad_norm<double>({s}, 1.0); }, {"has no value: keep_only released it"});
+}
+
+BOOST_AUTO_TEST_CASE(clip_grad_norm_to_zero_zeroes_every_gradient) {
+  Graph<double> g;
+  const auto w = g.parameter("w", xt::xarray<double>{3.0, -4.0});
+  const auto grads = grad(mul(w, w), {w});  // 2 w: norm 10
+  BOOST_TEST(clip_grad_norm(grads, 0.0) == 10.0);
+  BOOST_TEST((grads[0].value() == xt::xarray<double>{0.0, -0.0}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -29,6 +29,7 @@ const char* const help =
     "             tensor) or out of memory\n";
 
 std::string number(double x) {
+  if (std::isnan(x)) return "nan";  // never "-nan": the sign of a NaN means nothing here
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", x);
   return text;
@@ -73,7 +74,9 @@ int run(const std::vector<std::string>& args) {
   std::vector<Row> rows;
   std::size_t elements = 0;
   for (const auto& [name, array] : c.tensors) {
-    rows.push_back(row_of(name, array));
+    // A name with a control character (a newline would split its line) is shown as a JSON string.
+    const bool plain = std::none_of(name.begin(), name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; });
+    rows.push_back(row_of(plain ? name : Json(name).dump(-1, ' ', false, Json::error_handler_t::replace), array));
     elements += array.values.size();
   }
   std::size_t w[5] = {0, 0, 0, 0, 0};
