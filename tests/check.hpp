@@ -2,7 +2,10 @@
 // (Random inputs: xgrad::random_array, lib/random.hpp; bit equality: lib/same_bits.hpp.)
 #pragma once
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <csignal>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -92,6 +95,24 @@ void check_ulps(const xt::xarray<T>& actual, const xt::xarray<double>& expected,
                                             << diff / ulp << " ulp)");
   }
 }
+
+// A file-size limit (RLIMIT_FSIZE) of `bytes` for a scope, SIGXFSZ ignored, so that a write
+// past it fails with EFBIG: a full disk, for the writers' error paths.
+struct FileSizeLimit {
+  rlimit old{};
+  void (*old_handler)(int) = SIG_DFL;
+  explicit FileSizeLimit(rlim_t bytes) {
+    old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &old);
+    rlimit small = old;
+    small.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &small);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+  }
+};
 
 // A PyTorch reference of tests/data/make_torch_fixtures.py: tests/data/torch/<name>.npy.
 inline xt::xarray<double> torch_fixture(const std::string& name) {

@@ -64,22 +64,6 @@ std::string at(const char* name) { return (scratch() / name).string(); }
 
 void run_cli(const tool::Command& c, std::vector<std::string> args) { c.run(args); }
 
-// A file-size limit (RLIMIT_FSIZE) of `bytes` for a scope, SIGXFSZ ignored so that write fails.
-struct FileSizeLimit {
-  rlimit old{};
-  void (*old_handler)(int) = SIG_DFL;
-  explicit FileSizeLimit(rlim_t bytes) {
-    old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    getrlimit(RLIMIT_FSIZE, &old);
-    rlimit small = old;
-    small.rlim_cur = bytes;
-    setrlimit(RLIMIT_FSIZE, &small);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &old);
-    std::signal(SIGXFSZ, old_handler);
-  }
-};
 
 // A version 1.0 .npy prelude and this header dict, no data.
 std::string npy_header(const std::string& dict) {

@@ -72,22 +72,6 @@ void check_parse_error(const std::string& bytes, CheckpointFormat format, std::i
   test::check_error([&] { parse_checkpoint(bytes, format, "t.ckpt"); }, parts);
 }
 
-// RLIMIT_FSIZE for a scope, SIGXFSZ ignored, so that a write past it fails with EFBIG.
-struct FileSizeLimit {
-  rlimit old{};
-  void (*old_handler)(int) = SIG_DFL;
-  explicit FileSizeLimit(rlim_t bytes) {
-    old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    getrlimit(RLIMIT_FSIZE, &old);
-    rlimit small = old;
-    small.rlim_cur = bytes;
-    setrlimit(RLIMIT_FSIZE, &small);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &old);
-    std::signal(SIGXFSZ, old_handler);
-  }
-};
 
 // A graph of three named parameters and an input.
 template <class T>

@@ -1,5 +1,6 @@
 // The xgrad binary run as scripts run it: exit codes, stdout, stderr and the files it writes.
 #include "../check.hpp"
+#include "sandbox.hpp"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,63 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int rc;
-  std::string out, err;
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-// A fresh directory per test case, removed at the end.
-struct Sandbox {
-  fs::path dir;
-  Sandbox() {
-    dir = fs::temp_directory_path() /
-          ("xgrad_cli_" + std::string(boost::unit_test::framework::current_test_case().p_name.get()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    // The documented example as JSON files.
-    write_text(dir / "q.json", "[[0.6931471805599453], [0]]");
-    write_text(dir / "k.json", "[[1], [0]]");
-    write_text(dir / "v.json", "[[3, 0], [0, 6]]");
-  }
-  ~Sandbox() { fs::remove_all(dir); }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-
-  // Runs `xgrad <args>` in the sandbox directory.
-  Run xgrad(const std::string& args) const { return shell("exec '" XGRAD_TOOL "' " + args); }
-  // Runs `xgrad <args>` with at most `kib` KiB of address space (ulimit -v, in the child only),
-  // single-threaded OpenBLAS, and 60 s to finish (OpenBLAS has hung in an mmap retry loop).
-  Run xgrad_limited(const std::string& args, long kib) const {
-    return shell("OPENBLAS_NUM_THREADS=1 exec timeout 60 sh -c 'ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\"' '" XGRAD_TOOL "' " + args);
-  }
-  // Runs the sh command line `command` in the sandbox directory.
-  Run shell(const std::string& command) const {
-    const std::string cmd = "cd '" + dir.string() + "' && (" + command + ") > .stdout 2> .stderr";
-    const int status = std::system(cmd.c_str());
-    Run r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / ".stdout"), read_text(dir / ".stderr")};
-    fs::remove(dir / ".stdout");
-    fs::remove(dir / ".stderr");
-    return r;
-  }
-  std::size_t files() const { return entries().size(); }
-  // The names in the sandbox (or in its subdirectory `sub`), hidden ones included.
-  std::set<std::string> entries(const std::string& sub = "") const {
-    std::set<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir / sub)) names.insert(e.path().filename().string());
-    return names;
-  }
-};
-
 // The library's answer for the documented example, to compare the tool with.
 template <class T>
 std::vector<xt::xarray<T>> expected_results(const xt::xarray<double>* grad_out = nullptr) {
@@ -87,8 +31,6 @@ std::vector<xt::xarray<T>> expected_results(const xt::xarray<double>* grad_out =
   const auto grads = grad_out ? grad(out, {q, k, v}, xt::xarray<T>(xt::cast<T>(*grad_out))) : grad(out, {q, k, v});
   return {out.value(), grads[0].value(), grads[1].value(), grads[2].value()};
 }
-
-bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
 
 // Each `xgrad <args>` exits 2 with one line on stderr that holds its message, and prints nothing.
 template <class Cases>

@@ -1,47 +1,9 @@
 // `xgrad params` run as a script runs it: the listing of a checkpoint, exit codes, one line on
 // stderr for bad input.
 #include "../check.hpp"
-
-#include <sys/wait.h>
+#include "sandbox.hpp"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
-namespace fs = std::filesystem;
-
-namespace {
-
-struct Run {
-  int rc;
-  std::string out, err;
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct Sandbox {
-  fs::path dir = fs::temp_directory_path() / "xgrad_params_cli";
-  Sandbox() {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Sandbox() { fs::remove_all(dir); }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-  Run xgrad(const std::string& args) const {
-    const std::string cmd = "cd '" + dir.string() + "' && '" XGRAD_TOOL "' " + args + " > .stdout 2> .stderr";
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(dir / ".stdout"), read_text(dir / ".stderr")};
-  }
-};
-
-bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(params_cli)
 
