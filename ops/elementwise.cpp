@@ -72,65 +72,65 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
 
 // The rows as types: NAME_rule::name, forward (elementwise::NAME) and the VJP as written in the
 // row (x or a, b; y; g = grad_out), each variable used or not.
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                                        \
-  struct NAME##_rule {                                                                         \
-    static constexpr const char* name = #NAME;                                                 \
-    static constexpr double cost = COST;                                                       \
-    template <class T>                                                                         \
-    static T forward(T x) {                                                                    \
-      return elementwise::NAME(x);                                                             \
-    }                                                                                          \
-    template <class T>                                                                         \
-    static Var<T> vjp([[maybe_unused]] const Var<T>& x, [[maybe_unused]] const Var<T>& y,      \
-                      [[maybe_unused]] const Var<T>& g) {                                      \
-      return VJP;                                                                              \
-    }                                                                                          \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                     \
+  struct NAME##_rule {                                                                    \
+    static constexpr const char* name = #NAME;                                            \
+    static constexpr double cost = COST;                                                  \
+    template <class T>                                                                    \
+    static T forward(T x) {                                                               \
+      return elementwise::NAME(x);                                                        \
+    }                                                                                     \
+    template <class T>                                                                    \
+    static Var<T> vjp([[maybe_unused]] const Var<T>& x, [[maybe_unused]] const Var<T>& y, \
+                      [[maybe_unused]] const Var<T>& g) {                                 \
+      return VJP;                                                                         \
+    }                                                                                     \
   };
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                                                   \
-  struct NAME##_rule {                                                                              \
-    static constexpr const char* name = #NAME;                                                      \
-    static constexpr double cost = COST;                                                            \
-    template <class T>                                                                              \
-    static T forward(T a, T b) {                                                                    \
-      return elementwise::NAME(a, b);                                                               \
-    }                                                                                               \
-    template <class T>                                                                              \
-    static Var<T> vjp_a([[maybe_unused]] const Var<T>& a, [[maybe_unused]] const Var<T>& b,         \
-                        [[maybe_unused]] const Var<T>& y, [[maybe_unused]] const Var<T>& g) {   \
-      return VJP_A;                                                                                 \
-    }                                                                                               \
-    template <class T>                                                                              \
-    static Var<T> vjp_b([[maybe_unused]] const Var<T>& a, [[maybe_unused]] const Var<T>& b,         \
-                        [[maybe_unused]] const Var<T>& y, [[maybe_unused]] const Var<T>& g) {   \
-      return VJP_B;                                                                                 \
-    }                                                                                               \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                               \
+  struct NAME##_rule {                                                                        \
+    static constexpr const char* name = #NAME;                                                \
+    static constexpr double cost = COST;                                                      \
+    template <class T>                                                                        \
+    static T forward(T a, T b) {                                                              \
+      return elementwise::NAME(a, b);                                                         \
+    }                                                                                         \
+    template <class T>                                                                        \
+    static Var<T> vjp_a([[maybe_unused]] const Var<T>& a, [[maybe_unused]] const Var<T>& b,   \
+                        [[maybe_unused]] const Var<T>& y, [[maybe_unused]] const Var<T>& g) { \
+      return VJP_A;                                                                           \
+    }                                                                                         \
+    template <class T>                                                                        \
+    static Var<T> vjp_b([[maybe_unused]] const Var<T>& a, [[maybe_unused]] const Var<T>& b,   \
+                        [[maybe_unused]] const Var<T>& y, [[maybe_unused]] const Var<T>& g) { \
+      return VJP_B;                                                                           \
+    }                                                                                         \
   };
 #include <xgrad/ops/elementwise.def>
 
 }  // namespace
 
 // Each row's function, factory and instantiations.
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                       \
-  template <class T>                                                          \
-  Var<T> NAME(const Var<T>& x) {                                              \
-    return x.graph().apply(std::make_shared<UnaryOp<NAME##_rule>>(), {x});    \
-  }                                                                           \
-  std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs) {       \
-    attrs.check_object({});                                                   \
-    return std::make_shared<UnaryOp<NAME##_rule>>();                          \
-  }                                                                           \
-  template Var<float> NAME(const Var<float>&);                                \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                      \
+  template <class T>                                                       \
+  Var<T> NAME(const Var<T>& x) {                                           \
+    return x.graph().apply(std::make_shared<UnaryOp<NAME##_rule>>(), {x}); \
+  }                                                                        \
+  std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs) {    \
+    attrs.check_object({});                                                \
+    return std::make_shared<UnaryOp<NAME##_rule>>();                       \
+  }                                                                        \
+  template Var<float> NAME(const Var<float>&);                             \
   template Var<double> NAME(const Var<double>&);
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                                \
-  template <class T>                                                             \
-  Var<T> NAME(const Var<T>& a, const Var<T>& b) {                                \
-    return a.graph().apply(std::make_shared<BinaryOp<NAME##_rule>>(), {a, b});   \
-  }                                                                              \
-  std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs) {          \
-    attrs.check_object({});                                                      \
-    return std::make_shared<BinaryOp<NAME##_rule>>();                            \
-  }                                                                              \
-  template Var<float> NAME(const Var<float>&, const Var<float>&);                \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                \
+  template <class T>                                                           \
+  Var<T> NAME(const Var<T>& a, const Var<T>& b) {                              \
+    return a.graph().apply(std::make_shared<BinaryOp<NAME##_rule>>(), {a, b}); \
+  }                                                                            \
+  std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs) {        \
+    attrs.check_object({});                                                    \
+    return std::make_shared<BinaryOp<NAME##_rule>>();                          \
+  }                                                                            \
+  template Var<float> NAME(const Var<float>&, const Var<float>&);              \
   template Var<double> NAME(const Var<double>&, const Var<double>&);
 #include <xgrad/ops/elementwise.def>
 

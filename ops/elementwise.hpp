@@ -16,13 +16,13 @@ namespace xgrad {
 //   template <class T> Var<T> name(const Var<T>& a, const Var<T>& b);   a and b broadcast to y
 // and for both the op from its exported attributes, {} (ops/registry):
 //   std::shared_ptr<const Op> make_<name>_op(const JsonCursor& attrs);
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
-  template <class T>                    \
-  Var<T> NAME(const Var<T>& x);         \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                  \
+  template <class T>                                                   \
+  Var<T> NAME(const Var<T>& x);                                        \
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
-  template <class T>                              \
-  Var<T> NAME(const Var<T>& a, const Var<T>& b);  \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)        \
+  template <class T>                                                   \
+  Var<T> NAME(const Var<T>& a, const Var<T>& b);                       \
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
 #include <xgrad/ops/elementwise.def>
 
@@ -40,14 +40,14 @@ namespace elementwise {
 enum class Domain { real, positive };
 inline constexpr double two_over_sqrt_pi = 1.12837916709551257390;  // 2 / sqrt(pi), erf's slope at 0
 #define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
-  template <class T>                    \
-  T NAME(T x) {                         \
-    return FORWARD;                     \
+  template <class T>                                  \
+  T NAME(T x) {                                       \
+    return FORWARD;                                   \
   }
 #define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
-  template <class T>                              \
-  T NAME(T a, T b) {                              \
-    return FORWARD;                               \
+  template <class T>                                            \
+  T NAME(T a, T b) {                                            \
+    return FORWARD;                                             \
   }
 #include <xgrad/ops/elementwise.def>
 }  // namespace elementwise

@@ -101,24 +101,24 @@ BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
   Graph<double> g;
   const auto u = g.input("u", random_array<double>({3, 4}, 3));
   std::size_t rows = 0;
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                   \
-  {                                                                                     \
-    const auto x = g.input("x", row_input(elementwise::Domain::DOMAIN, 1));             \
-    BOOST_TEST_CONTEXT(#NAME) {                                                         \
-      check_gradients(xgrad::NAME(x), {x});                                             \
-      check_gradients(grad(xgrad::NAME(x), {x}, u)[0], {x, u});                          \
-    }                                                                                   \
-    ++rows;                                                                             \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                       \
+  {                                                                         \
+    const auto x = g.input("x", row_input(elementwise::Domain::DOMAIN, 1)); \
+    BOOST_TEST_CONTEXT(#NAME) {                                             \
+      check_gradients(xgrad::NAME(x), {x});                                 \
+      check_gradients(grad(xgrad::NAME(x), {x}, u)[0], {x, u});             \
+    }                                                                       \
+    ++rows;                                                                 \
   }
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                         \
-  {                                                                                     \
-    const auto a = g.input("a", row_input(elementwise::Domain::real, 1));               \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                  \
+  {                                                                              \
+    const auto a = g.input("a", row_input(elementwise::Domain::real, 1));        \
     const auto b = g.input("b", row_input(elementwise::Domain::DOMAIN, 2, {4})); \
-    BOOST_TEST_CONTEXT(#NAME) {                                                         \
-      check_gradients(xgrad::NAME(a, b), {a, b});                                       \
-      check_gradients(grad(xgrad::NAME(a, b), {a, b}, u)[1], {a, b, u});                 \
-    }                                                                                   \
-    ++rows;                                                                             \
+    BOOST_TEST_CONTEXT(#NAME) {                                                  \
+      check_gradients(xgrad::NAME(a, b), {a, b});                                \
+      check_gradients(grad(xgrad::NAME(a, b), {a, b}, u)[1], {a, b, u});         \
+    }                                                                            \
+    ++rows;                                                                      \
   }
 #include <xgrad/ops/elementwise.def>
   BOOST_TEST(rows == 11u);
@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
 BOOST_AUTO_TEST_CASE(every_row_has_no_attrs_and_round_trips) {
   Graph<double> g;
   const auto x = g.input("x", row_input(elementwise::Domain::positive, 4));
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)  \
   check_attrs_round_trip(xgrad::NAME(x), #NAME, "{}");
 #define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
   check_attrs_round_trip(xgrad::NAME(x, x), #NAME, "{}");
