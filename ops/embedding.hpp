@@ -18,7 +18,10 @@ namespace xgrad {
 // max_array_elements elements; and, naming the position ("ids[1, 3]") and the value, for an id
 // that is not an integer (NaN and inf included), is negative, or is V or more. In a float32
 // graph a Var of ids holds every integer only below 2^24 = 16777216 (2^24 + 1 rounds to 2^24),
-// so an id of 2^24 or more is refused there (an index leaf holds any id).
+// so an id of 2^24 or more is refused there (an index leaf holds any id). The ids are checked
+// when the node runs: a replay after set_value of a bad batch throws at this node, with the
+// nodes before it holding the new batch's values and those after it the old ones, until a
+// replay with good ids.
 template <class T>
 Var<T> embedding(const Var<T>& table, const Var<T>& ids);
 
