@@ -157,7 +157,7 @@ std::vector<Var<T>> walk(const std::vector<Var<T>>& ys, const std::vector<Var<T>
     if (acc.valid()) {
       result.push_back(acc);
     } else {
-      result.push_back(g.constant("zeros", xt::zeros<T>(x.value().shape())));
+      result.push_back(zeros_like(x));
       g.set_grad_of(result.back().slot(), x.slot());
     }
   }

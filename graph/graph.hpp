@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <xtensor/xarray.hpp>
+#include <xtensor/xbuilder.hpp>
 
 #include <xgrad/graph/error.hpp>
 #include <xgrad/graph/lean.hpp>
@@ -237,6 +238,13 @@ class Graph {
   std::uint64_t m_step = 0;  // the run state: set_step, set_training
   bool m_training = true;
 };
+
+// A constant leaf of zeros of x's shape, named "zeros": the gradient where none flows (grad()
+// for an x no y depends on, a VJP for an input or output that no gradient reaches).
+template <class T>
+Var<T> zeros_like(const Var<T>& x) {
+  return x.graph().constant("zeros", xt::zeros<T>(x.value().shape()));
+}
 
 // A matrix from its rows, {{a, b}, {c, d}}, or a column, {{a}, {b}} (which xarray's own
 // initializer-list constructors find ambiguous). Throws xgrad::error if row lengths differ.

@@ -4,14 +4,6 @@
 
 namespace xgrad {
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 StoredArray read_array(const std::string& path) {
   if (ends_with(path, ".npy")) return read_npy(path);
   if (ends_with(path, ".json")) return read_json_array(path);

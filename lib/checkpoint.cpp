@@ -26,10 +26,6 @@ using namespace checkpoint_detail;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string tensor_what(const std::string& what, const std::string& name) { return what + ": tensor '" + name + "'"; }
 
 template <class T>

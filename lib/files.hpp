@@ -6,6 +6,11 @@
 
 namespace xgrad {
 
+// True if the file name `s` ends in `suffix` (".npy", ".npz"): how readers choose a format.
+inline bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // The size of a regular file; xgrad::error naming the file if it is missing or not a regular
 // file (a directory, a FIFO, /dev/zero).
 std::size_t regular_file_size(const std::string& path);

@@ -51,7 +51,7 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
     const Var<T>& mask = v.x[1];
     Var<T> grad_x, grad_mask;
     if (v.wanted[0]) grad_x = apply_mask(v.grad_out, mask, 0.0);
-    if (v.wanted[1]) grad_mask = mask.graph().constant("zeros", xt::zeros<T>(mask.value().shape()));
+    if (v.wanted[1]) grad_mask = zeros_like(mask);
     return {grad_x, grad_mask};
   }
 

@@ -85,12 +85,6 @@ std::vector<std::size_t> checked_rows(const Args<T>& x, std::size_t rows) {
   return out;
 }
 
-// No gradient for the ids: zeros of their shape for a Var of ids that asks for one.
-template <class T>
-Var<T> no_gradient(const Var<T>& ids) {
-  return ids.graph().constant("zeros", xt::zeros<T>(ids.value().shape()));
-}
-
 class EmbeddingOp final : public OpFor<EmbeddingOp> {
  public:
   std::string name() const override { return "embedding"; }
@@ -121,8 +115,8 @@ class EmbeddingOp final : public OpFor<EmbeddingOp> {
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
     const std::size_t rows = v.x[0].value().shape()[0];
-    return {v.wanted[0] ? embedding_vjp(v.grad_out, v.x[1], rows) : Var<T>(),
-            v.wanted[1] ? no_gradient(v.x[1]) : Var<T>()};
+    // No gradient for the ids: zeros for a Var of ids that asks for one.
+    return {v.wanted[0] ? embedding_vjp(v.grad_out, v.x[1], rows) : Var<T>(), v.wanted[1] ? zeros_like(v.x[1]) : Var<T>()};
   }
 };
 
@@ -165,7 +159,7 @@ class EmbeddingVjpOp final : public OpFor<EmbeddingVjpOp> {
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    return {v.wanted[0] ? embedding(v.grad_out, v.x[1]) : Var<T>(), v.wanted[1] ? no_gradient(v.x[1]) : Var<T>()};
+    return {v.wanted[0] ? embedding(v.grad_out, v.x[1]) : Var<T>(), v.wanted[1] ? zeros_like(v.x[1]) : Var<T>()};
   }
 
  private:

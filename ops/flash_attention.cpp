@@ -180,7 +180,7 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
     std::vector<Var<T>> grad_outs = a.grad_outs;
     for (std::size_t k = 0; k < 2; ++k) {
       if (grad_outs[k].valid()) continue;
-      grad_outs[k] = g.constant("zeros", xt::zeros<T>(a.ys[k].value().shape()));
+      grad_outs[k] = zeros_like(a.ys[k]);
       g.set_grad_of(grad_outs[k].slot(), a.ys[k].slot());  // the gradient of that output: none
     }
     const FlashGrads<T> grads =

@@ -210,7 +210,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     }
     for (std::size_t slot = 0; slot < 7; ++slot) {
       if (a.wanted[slot] && !result[slot].valid()) {
-        result[slot] = q.graph().constant("zeros", xt::zeros<T>(a.x[slot].value().shape()));
+        result[slot] = zeros_like(a.x[slot]);
       }
     }
     return result;

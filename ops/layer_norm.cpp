@@ -96,26 +96,27 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
     const Var<T>& g_mean = v.grad_outs[1];
     const Var<T>& g_rstd = v.grad_outs[2];
     const double inv_d = 1.0 / static_cast<double>(x.shape().back());
-    const Var<T> xhat = mul(sub(x, mu), rstd);
+    // (x - mean) rstd, built once and only if a gradient reads it (not for beta's alone).
+    Var<T> xhat_node;
+    const auto xhat = [&] { return xhat_node.valid() ? xhat_node : (xhat_node = mul(sub(x, mu), rstd)); };
     Var<T> grad_x, grad_gamma, grad_beta;
     const auto accumulate = [&](const Var<T>& term) { grad_x = grad_x.valid() ? add(grad_x, term) : term; };
     if (g.valid()) {
       if (v.wanted[0]) {
         const Var<T> gy = mul(g, gamma);
         const Var<T> centred = sub(gy, mean(gy, {-1}, true));
-        accumulate(mul(rstd, sub(centred, mul(xhat, mean(mul(gy, xhat), {-1}, true)))));
+        accumulate(mul(rstd, sub(centred, mul(xhat(), mean(mul(gy, xhat()), {-1}, true)))));
       }
-      if (v.wanted[1]) grad_gamma = sum_to_shape_of(mul(g, xhat), gamma);
+      if (v.wanted[1]) grad_gamma = sum_to_shape_of(mul(g, xhat()), gamma);
       if (v.wanted[2]) grad_beta = sum_to_shape_of(g, v.x[2]);
     }
     if (v.wanted[0] && g_mean.valid()) accumulate(scale(g_mean, inv_d));
-    if (v.wanted[0] && g_rstd.valid()) accumulate(scale(mul(mul(g_rstd, mul(rstd, rstd)), xhat), -inv_d));
+    if (v.wanted[0] && g_rstd.valid()) accumulate(scale(mul(mul(g_rstd, mul(rstd, rstd)), xhat()), -inv_d));
     // Only the mean's gradient reached x: spread it over the row.
     if (grad_x.valid() && !shapes_equal(grad_x.value().shape(), x.value().shape())) grad_x = broadcast_to(grad_x, x.shape());
     // Only the mean's or the rstd's gradient flows: gamma and beta do not move them.
-    const auto zeros = [](const Var<T>& p) { return p.graph().constant("zeros", xt::zeros<T>(p.value().shape())); };
-    if (v.wanted[1] && !grad_gamma.valid()) grad_gamma = zeros(gamma);
-    if (v.wanted[2] && !grad_beta.valid()) grad_beta = zeros(v.x[2]);
+    if (v.wanted[1] && !grad_gamma.valid()) grad_gamma = zeros_like(gamma);
+    if (v.wanted[2] && !grad_beta.valid()) grad_beta = zeros_like(v.x[2]);
     return {grad_x, grad_gamma, grad_beta};
   }
 

@@ -51,6 +51,21 @@ BOOST_AUTO_TEST_CASE(vjp_matches_finite_differences_for_every_output) {
   check_gradients(grad(y, {x, gamma, beta}, u)[1], {x, gamma, beta, u});
 }
 
+BOOST_AUTO_TEST_CASE(builds_only_the_nodes_a_wanted_gradient_reads) {
+  // beta's gradient is grad_y summed over the rows: no xhat, no product, no mean.
+  Graph<double> g;
+  const auto x = g.input("x", random_array<double>({2, 3, 4}, 1));
+  const auto gamma = g.parameter("gamma", random_array<double>({4}, 2));
+  const auto beta = g.parameter("beta", random_array<double>({4}, 3));
+  const auto y = xgrad::layer_norm(x, gamma, beta);
+  const std::size_t before = g.size();
+  grad(y, {beta});
+  for (std::size_t i = before; i < g.size(); ++i) {
+    const std::string op = g.node(i).op_name();
+    BOOST_TEST((op == "sum_to" || op == "constant"), "node " << i << " is " << op);  // the seed ones is a constant
+  }
+}
+
 BOOST_AUTO_TEST_CASE(float32_agrees_with_float64) {
   Graph<float> f;
   Graph<double> d;
