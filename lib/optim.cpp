@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include <xtensor/xbuilder.hpp>
@@ -77,10 +78,9 @@ void check_adam_hyperparameters(const char* who, double lr, double beta1, double
 //   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
 //   p = p + (-(lr / (1 - beta1^t)) * m) / denom       (param.addcdiv_(exp_avg, denom, value))
 template <class T>
-void adam_step(const std::vector<Var<T>>& params, std::vector<xt::xarray<T>>& ms, std::vector<xt::xarray<T>>& vs,
-               long t, double lr, double beta1, double beta2, double eps, double weight_decay,
-               const std::vector<Var<T>>& grads) {
-  const double step = static_cast<double>(t);
+void adam_step(const std::vector<Var<T>>& params, AdamState<T>& state, double lr, double beta1, double beta2,
+               double eps, double weight_decay, const std::vector<Var<T>>& grads) {
+  const double step = static_cast<double>(++state.step);
   const double bias_correction1 = 1 - std::pow(beta1, step), bias_correction2 = 1 - std::pow(beta2, step);
   const T step_size = static_cast<T>(-(lr / bias_correction1));
   const T bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
@@ -90,8 +90,8 @@ void adam_step(const std::vector<Var<T>>& params, std::vector<xt::xarray<T>>& ms
   for (std::size_t i = 0; i < params.size(); ++i) {
     xt::xarray<T> p = params[i].value();
     const T* g = grads[i].value().data();
-    T* m = ms[i].data();
-    T* v = vs[i].data();
+    T* m = state.m[i].data();
+    T* v = state.v[i].data();
     for (std::size_t j = 0; j < p.size(); ++j) {
       if (weight_decay != 0) p.data()[j] *= decay;
       m[j] = m[j] * b1 + one_minus_b1 * g[j];
@@ -100,6 +100,35 @@ void adam_step(const std::vector<Var<T>>& params, std::vector<xt::xarray<T>>& ms
       p.data()[j] = p.data()[j] + step_size * m[j] / denom;
     }
     params[i].graph().set_value(params[i], std::move(p));
+  }
+}
+
+// Zero moments, one pair per parameter.
+template <class T>
+AdamState<T> initial_adam_state(const std::vector<Var<T>>& params) {
+  AdamState<T> state;
+  for (const auto& p : params) {
+    state.m.push_back(xt::zeros<T>(p.value().shape()));
+    state.v.push_back(xt::zeros<T>(p.value().shape()));
+  }
+  return state;
+}
+
+template <class T>
+void check_adam_state(const std::vector<Var<T>>& params, const AdamState<T>& state, const std::string& who) {
+  if (state.step < 0) throw error(who + ": step must be >= 0, got " + std::to_string(state.step));
+  for (const auto* moments : {&state.m, &state.v}) {
+    const char* name = moments == &state.m ? "m" : "v";
+    if (moments->size() != params.size()) {
+      throw error(who + ": " + std::to_string(moments->size()) + " arrays in " + name + " for " +
+                  std::to_string(params.size()) + " parameters");
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (!shapes_equal((*moments)[i].shape(), params[i].value().shape())) {
+        throw error(who + ": " + name + "[" + std::to_string(i) + "] is " + shape_str((*moments)[i].shape()) +
+                    ", the parameter " + shape_str(params[i].value().shape()));
+      }
+    }
   }
 }
 
@@ -146,16 +175,19 @@ Adam<T>::Adam(std::vector<Var<T>> params, double lr, double beta1, double beta2,
     : m_params(std::move(params)), m_lr(lr), m_beta1(beta1), m_beta2(beta2), m_eps(eps) {
   check_params(m_params, "Adam");
   check_adam_hyperparameters("Adam", lr, beta1, beta2, eps);
-  for (const auto& p : m_params) {
-    m_m.push_back(xt::zeros<T>(p.value().shape()));
-    m_v.push_back(xt::zeros<T>(p.value().shape()));
-  }
+  m_state = initial_adam_state(m_params);
 }
 
 template <class T>
 void Adam<T>::step(const std::vector<Var<T>>& grads) {
   check_grads(m_params, grads, "Adam::step");
-  adam_step(m_params, m_m, m_v, ++m_t, m_lr, m_beta1, m_beta2, m_eps, 0.0, grads);
+  adam_step(m_params, m_state, m_lr, m_beta1, m_beta2, m_eps, 0.0, grads);
+}
+
+template <class T>
+void Adam<T>::set_state(AdamState<T> state) {
+  check_adam_state(m_params, state, "Adam::set_state");
+  m_state = std::move(state);
 }
 
 template <class T>
@@ -171,16 +203,19 @@ AdamW<T>::AdamW(std::vector<Var<T>> params, double lr, double beta1, double beta
   check_adam_hyperparameters("AdamW", lr, beta1, beta2, eps);
   check_hyperparameter("AdamW", "weight_decay", weight_decay, std::isfinite(weight_decay) && weight_decay >= 0,
                        "a finite number >= 0");
-  for (const auto& p : m_params) {
-    m_m.push_back(xt::zeros<T>(p.value().shape()));
-    m_v.push_back(xt::zeros<T>(p.value().shape()));
-  }
+  m_state = initial_adam_state(m_params);
 }
 
 template <class T>
 void AdamW<T>::step(const std::vector<Var<T>>& grads) {
   check_grads(m_params, grads, "AdamW::step");
-  adam_step(m_params, m_m, m_v, ++m_t, m_lr, m_beta1, m_beta2, m_eps, m_weight_decay, grads);
+  adam_step(m_params, m_state, m_lr, m_beta1, m_beta2, m_eps, m_weight_decay, grads);
+}
+
+template <class T>
+void AdamW<T>::set_state(AdamState<T> state) {
+  check_adam_state(m_params, state, "AdamW::set_state");
+  m_state = std::move(state);
 }
 
 template <class T>

@@ -42,6 +42,15 @@ class Sgd {
   std::vector<xt::xarray<T>> m_velocity;
 };
 
+// The state of an Adam or AdamW optimizer, to save and restore it (a checkpoint that resumes
+// training bit for bit): the step count t (0 before the first step) and the moments m and v, one
+// array per parameter in the constructor's order, of the parameter's shape.
+template <class T>
+struct AdamState {
+  long step = 0;
+  std::vector<xt::xarray<T>> m, v;
+};
+
 // Adam (Kingma and Ba, 2015), as torch.optim.Adam (weight_decay 0, amsgrad and maximize false):
 // with t the step count (from 1), m and v starting at 0,
 //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
@@ -55,12 +64,15 @@ class Adam {
   void step(const std::vector<Var<T>>& grads);
   double lr() const { return m_lr; }
   void set_lr(double lr);
+  const AdamState<T>& state() const { return m_state; }
+  // Replaces the state. Throws xgrad::error, changing nothing, unless step >= 0 and m and v
+  // hold one array per parameter, of its shape ("Adam::set_state: m[1] is (3,), the parameter (2, 3)").
+  void set_state(AdamState<T> state);
 
  private:
   std::vector<Var<T>> m_params;
   double m_lr, m_beta1, m_beta2, m_eps;
-  long m_t = 0;
-  std::vector<xt::xarray<T>> m_m, m_v;
+  AdamState<T> m_state;
 };
 
 // AdamW (Loshchilov and Hutter, 2019), as torch.optim.AdamW (amsgrad and maximize false):
@@ -77,12 +89,15 @@ class AdamW {
   void step(const std::vector<Var<T>>& grads);
   double lr() const { return m_lr; }
   void set_lr(double lr);
+  const AdamState<T>& state() const { return m_state; }
+  // Replaces the state. Throws xgrad::error, changing nothing, unless step >= 0 and m and v
+  // hold one array per parameter, of its shape ("AdamW::set_state: m[1] is (3,), the parameter (2, 3)").
+  void set_state(AdamState<T> state);
 
  private:
   std::vector<Var<T>> m_params;
   double m_lr, m_beta1, m_beta2, m_eps, m_weight_decay;
-  long m_t = 0;
-  std::vector<xt::xarray<T>> m_m, m_v;
+  AdamState<T> m_state;
 };
 
 // Gradient clipping by the global norm, as torch.nn.utils.clip_grad_norm_ (norm_type 2,

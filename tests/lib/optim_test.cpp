@@ -364,4 +364,68 @@ BOOST_AUTO_TEST_CASE(clip_grad_norm_to_zero_zeroes_every_gradient) {
   BOOST_TEST((grads[0].value() == xt::xarray<double>{0.0, -0.0}));
 }
 
+BOOST_AUTO_TEST_CASE(adam_state_restored_in_a_new_optimizer_continues_bit_for_bit) {
+  // 3 steps, the state and the parameters carried into a new graph and optimizer, 3 more: the
+  // same bits as 6 steps in one, for Adam and AdamW (a checkpoint that resumes, examples/char_gpt).
+  const auto run = [](auto make, bool restart) {
+    using Opt = decltype(make(std::vector<Var<float>>{}));
+    Graph<float> g;
+    const auto w = g.parameter("w", xt::xarray<float>{0.5f, -1.25f, 2.0f});
+    const auto loss = sum(w * w * w);
+    const auto grads = grad(loss, {w});
+    Opt opt = make(std::vector<Var<float>>{w});
+    for (int k = 0; k < 3; ++k) {
+      opt.step(grads);
+      g.replay();
+    }
+    if (!restart) {
+      for (int k = 0; k < 3; ++k) {
+        opt.step(grads);
+        g.replay();
+      }
+      return std::make_pair(xt::xarray<float>(w.value()), opt.state().step);
+    }
+    const AdamState<float> saved = opt.state();
+    BOOST_TEST(saved.step == 3);
+    Graph<float> g2;
+    const auto w2 = g2.parameter("w", w.value());
+    const auto grads2 = grad(sum(w2 * w2 * w2), {w2});
+    Opt opt2 = make(std::vector<Var<float>>{w2});
+    opt2.set_state(saved);
+    for (int k = 0; k < 3; ++k) {
+      opt2.step(grads2);
+      g2.replay();
+    }
+    return std::make_pair(xt::xarray<float>(w2.value()), opt2.state().step);
+  };
+  const auto adam = [](std::vector<Var<float>> p) { return Adam<float>(std::move(p), 0.1); };
+  const auto adamw = [](std::vector<Var<float>> p) { return AdamW<float>(std::move(p), 0.1, 0.9, 0.99, 1e-8, 0.1); };
+  for (const bool w : {false, true}) {
+    const auto whole = w ? run(adamw, false) : run(adam, false);
+    const auto resumed = w ? run(adamw, true) : run(adam, true);
+    BOOST_TEST(whole.second == 6);
+    BOOST_TEST(resumed.second == 6);
+    BOOST_TEST(same_bits(whole.first, resumed.first));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(set_state_refuses_a_state_of_other_parameters) {
+  Graph<double> g;
+  const auto a = g.parameter("a", xt::zeros<double>({2}));
+  const auto b = g.parameter("b", xt::zeros<double>({2, 3}));
+  AdamW<double> opt({a, b});
+  AdamState<double> bad = opt.state();
+  bad.m[1] = xt::zeros<double>({3});
+  check_error([&] { opt.set_state(bad); }, {"AdamW::set_state: m[1] is (3,), the parameter (2, 3)"});
+  bad = opt.state();
+  bad.v.pop_back();
+  check_error([&] { opt.set_state(bad); }, {"AdamW::set_state: 1 arrays in v for 2 parameters"});
+  bad = opt.state();
+  bad.step = -1;
+  Adam<double> adam({a, b});
+  check_error([&] { adam.set_state(bad); }, {"Adam::set_state: step must be >= 0, got -1"});
+  BOOST_TEST(opt.state().step == 0);  // nothing changed
+  BOOST_TEST(shapes_equal(opt.state().m[1].shape(), Shape{2, 3}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

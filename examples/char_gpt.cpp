@@ -1,0 +1,691 @@
+// A character-level GPT (examples/char_gpt.hpp: nanoGPT's shape) trained on real text, with the
+// attention entropy of every head logged while it trains. docs/char-gpt.md describes the model,
+// the options, the checkpoint, the measured runs and the comparison with PyTorch.
+//
+// Data: the bytes of --data FILE, or by default the fortune cookies of Debian's `fortunes`
+// package (/usr/share/games/fortunes, the text files in name order). Tokens are the file's
+// character set: its distinct bytes, in byte order. The first 90% trains, the last 10% is held
+// out. Training windows of --block tokens start at positions drawn from a splitmix64 stream of
+// --seed; evaluation reads fixed windows from a second stream (seed + 1): --eval-batches batches
+// of each split, the same at every evaluation.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "char_gpt.hpp"
+
+namespace {
+
+using char_gpt::Config;
+using char_gpt::Model;
+using char_gpt::Schedule;
+using xgrad::Graph;
+using xgrad::Var;
+
+const char* const default_corpus = "/usr/share/games/fortunes";
+
+const char* const usage =
+    "usage: char_gpt [options]\n"
+    "Trains a character-level GPT (pre-LN blocks, causal multi-head attention, GELU MLP) with\n"
+    "AdamW, warm-up and cosine decay, and prints the train and val loss at every evaluation.\n"
+    "Model:\n"
+    "  --layers N          transformer blocks (default 4)\n"
+    "  --heads N           attention heads per block, dividing --d-model (default 4)\n"
+    "  --d-model N         width of the residual stream (default 128)\n"
+    "  --block N           tokens per window, the context length (default 64)\n"
+    "  --dropout P         dropout probability in [0, 1) (default 0)\n"
+    "  --dtype T           float32 or float64 (default float32)\n"
+    "Training:\n"
+    "  --batch N           windows per step (default 12)\n"
+    "  --steps N           optimizer steps in all, counting those of a resumed run (default 2000)\n"
+    "  --lr X              peak learning rate (default 1e-3); the schedule decays to X / 10\n"
+    "  --warmup N          steps of linear warm-up (default 100)\n"
+    "  --decay-steps N     step at which the cosine decay ends (default --steps)\n"
+    "  --weight-decay X    AdamW weight decay of the 2-D weights (default 0.1)\n"
+    "  --seed S            seed of the initial weights, the windows and the sample (default 1)\n"
+    "  --data FILE         train on this text file (default: the corpus of the fortunes package,\n"
+    "                      /usr/share/games/fortunes)\n"
+    "Evaluation and output:\n"
+    "  --eval-every N      evaluate every N steps, and at the first and last (default 100)\n"
+    "  --eval-batches N    batches of each split per evaluation (default 20)\n"
+    "  --save CKPT         write a checkpoint (.safetensors or .npz) at every evaluation and at the end\n"
+    "  --resume CKPT       continue the run a checkpoint saved, bit for bit as if uninterrupted\n"
+    "  --sample N          print N generated characters at the end (default 0)\n"
+    "  --temperature X     sampling temperature > 0 (default 1)\n"
+    "  --log FILE.csv      losses, learning rate and attention statistics at every evaluation\n"
+    "  --plot FILE.svg     val loss and each head's attention entropy against the step\n"
+    "  --max-val-loss X    exit 1 unless the last val loss is below X\n"
+    "Exit status: 0 on success, 1 if --max-val-loss is not met, 2 for bad usage or input.\n";
+
+struct Options {
+  Config model;
+  Schedule schedule;
+  std::size_t batch = 12, steps = 2000, eval_every = 100, eval_batches = 20, sample = 0;
+  std::optional<std::size_t> decay_steps;
+  double weight_decay = 0.1, temperature = 1.0;
+  std::optional<double> max_val_loss;
+  std::uint64_t seed = 1;
+  std::string dtype = "float32", data, save, resume, log, plot;
+  std::set<std::string> given;  // the options on the command line
+};
+
+// Bad usage or input: the message on stderr, exit status 2.
+struct UsageError {
+  std::string message;
+};
+
+std::size_t parse_count(const std::string& option, const std::string& text, std::size_t min) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0 || n < min || n > (1ull << 40)) {
+    throw UsageError{option + " needs a whole number >= " + std::to_string(min) + ", not '" + text + "'"};
+  }
+  return static_cast<std::size_t>(n);
+}
+
+// A finite number that `ok` accepts, `range` saying which ("> 0").
+template <class Ok>
+double parse_number(const std::string& option, const std::string& text, Ok ok, const char* range) {
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(x) || !ok(x)) {
+    throw UsageError{option + " needs a number " + range + ", not '" + text + "'"};
+  }
+  return x;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  const auto positive = [](double x) { return x > 0; };
+  const auto non_negative = [](double x) { return x >= 0; };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage, stdout);
+      std::exit(0);
+    }
+    static const std::set<std::string> known = {
+        "--layers", "--heads", "--d-model", "--block", "--dropout", "--dtype", "--batch", "--steps", "--lr",
+        "--warmup", "--decay-steps", "--weight-decay", "--seed", "--data", "--eval-every", "--eval-batches",
+        "--save", "--resume", "--sample", "--temperature", "--log", "--plot", "--max-val-loss"};
+    if (!known.count(arg) || i + 1 >= argc) throw UsageError{"unknown or incomplete option '" + arg + "'"};
+    const std::string v = argv[++i];
+    o.given.insert(arg);
+    if (arg == "--layers") o.model.layers = parse_count(arg, v, 1);
+    if (arg == "--heads") o.model.heads = parse_count(arg, v, 1);
+    if (arg == "--d-model") o.model.d_model = parse_count(arg, v, 1);
+    if (arg == "--block") o.model.block = parse_count(arg, v, 1);
+    if (arg == "--dropout") o.model.dropout = parse_number(arg, v, [](double x) { return x >= 0 && x < 1; }, "in [0, 1)");
+    if (arg == "--batch") o.batch = parse_count(arg, v, 1);
+    if (arg == "--steps") o.steps = parse_count(arg, v, 0);
+    if (arg == "--lr") o.schedule.lr = parse_number(arg, v, non_negative, ">= 0");
+    if (arg == "--warmup") o.schedule.warmup = parse_count(arg, v, 0);
+    if (arg == "--decay-steps") o.decay_steps = parse_count(arg, v, 0);
+    if (arg == "--weight-decay") o.weight_decay = parse_number(arg, v, non_negative, ">= 0");
+    if (arg == "--seed") o.seed = parse_count(arg, v, 0);
+    if (arg == "--eval-every") o.eval_every = parse_count(arg, v, 1);
+    if (arg == "--eval-batches") o.eval_batches = parse_count(arg, v, 1);
+    if (arg == "--sample") o.sample = parse_count(arg, v, 0);
+    if (arg == "--temperature") o.temperature = parse_number(arg, v, positive, "> 0");
+    if (arg == "--max-val-loss") o.max_val_loss = parse_number(arg, v, positive, "> 0");
+    if (arg == "--dtype") {
+      if (v != "float32" && v != "float64") throw UsageError{"--dtype must be float32|float64, not '" + v + "'"};
+      o.dtype = v;
+    }
+    for (const auto& [name, field] : {std::pair{"--data", &o.data}, {"--save", &o.save}, {"--resume", &o.resume},
+                                      {"--log", &o.log}, {"--plot", &o.plot}}) {
+      if (arg == name) {
+        if (v.empty()) throw UsageError{arg + " needs a file name"};
+        *field = v;
+      }
+    }
+  }
+  if (o.model.d_model % o.model.heads != 0) {
+    throw UsageError{"--heads " + std::to_string(o.model.heads) + " does not divide --d-model " +
+                     std::to_string(o.model.d_model)};
+  }
+  for (const auto& [option, path] : {std::pair{"--save", o.save}, {"--resume", o.resume}}) {
+    if (!path.empty() && !xgrad::ends_with(path, ".safetensors") && !xgrad::ends_with(path, ".npz")) {
+      throw UsageError{std::string(option) + " needs a .safetensors or .npz file, not '" + path + "'"};
+    }
+  }
+  if (!o.log.empty() && !xgrad::ends_with(o.log, ".csv")) throw UsageError{"--log needs a .csv file, not '" + o.log + "'"};
+  if (!o.plot.empty() && !xgrad::ends_with(o.plot, ".svg")) throw UsageError{"--plot needs a .svg file, not '" + o.plot + "'"};
+  return o;
+}
+
+// ---- Data -----------------------------------------------------------------------------------
+
+// splitmix64 (Steele, Lea and Flood 2014): 64-bit state, one addition and a mix per draw, so
+// that its state is one number to save and bench/char_gpt_torch.py draws the same windows.
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+};
+
+struct Corpus {
+  std::string source;                 // what was read, for the output and the checkpoint
+  std::string chars;                  // the character set: token i is the byte chars[i]
+  std::vector<std::int64_t> train, val;
+};
+
+std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError{"cannot read " + path.string()};
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+Corpus load_corpus(const std::string& data, std::size_t block) {
+  Corpus c;
+  std::string text;
+  if (!data.empty()) {
+    text = read_bytes(data);
+    c.source = data;
+  } else {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(default_corpus, ec)) {
+      throw UsageError{std::string("the default corpus ") + default_corpus +
+                       " is missing: install Debian's fortunes package (./tools/setup does) or give --data FILE"};
+    }
+    std::vector<fs::path> files;  // the text files: no index (.dat), no symlink (the .u8 names)
+    for (const auto& e : fs::directory_iterator(default_corpus)) {
+      if (e.is_regular_file() && !e.is_symlink() && e.path().extension() != ".dat") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) text += read_bytes(f);
+    c.source = std::string(default_corpus) + " (" + std::to_string(files.size()) + " files)";
+  }
+  bool present[256] = {};
+  for (const unsigned char b : text) present[b] = true;
+  std::int64_t id_of[256] = {};
+  for (int b = 0; b < 256; ++b) {
+    if (present[b]) {
+      id_of[b] = static_cast<std::int64_t>(c.chars.size());
+      c.chars.push_back(static_cast<char>(b));
+    }
+  }
+  const std::size_t split = text.size() * 9 / 10;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    (i < split ? c.train : c.val).push_back(id_of[static_cast<unsigned char>(text[i])]);
+  }
+  if (c.val.size() < block + 1) {
+    throw UsageError{c.source + " has " + std::to_string(text.size()) + " bytes: its last 10% must hold a window of --block " +
+                     std::to_string(block) + " tokens and one more (" + std::to_string((block + 1) * 10) +
+                     " bytes at least)"};
+  }
+  return c;
+}
+
+// `batch` windows of the split, starting at positions drawn from rng: x (B, T) and their
+// successors y (B, T).
+std::pair<xt::xarray<std::int64_t>, xt::xarray<std::int64_t>> windows(const std::vector<std::int64_t>& tokens,
+                                                                      std::size_t batch, std::size_t block,
+                                                                      SplitMix64& rng) {
+  xt::xarray<std::int64_t> x = xt::zeros<std::int64_t>({batch, block}), y = x;
+  for (std::size_t b = 0; b < batch; ++b) {
+    const std::size_t start = static_cast<std::size_t>(rng.next() % (tokens.size() - block));
+    for (std::size_t t = 0; t < block; ++t) {
+      x(b, t) = tokens[start + t];
+      y(b, t) = tokens[start + t + 1];
+    }
+  }
+  return {x, y};
+}
+
+std::string hex(const std::string& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string s;
+  for (const unsigned char b : bytes) s += {digits[b >> 4], digits[b & 15]};
+  return s;
+}
+
+// ---- Statistics of an evaluation ------------------------------------------------------------
+
+struct Evaluation {
+  std::size_t step = 0;
+  double train_loss = 0, val_loss = 0, lr = 0;
+  std::vector<std::vector<double>> entropy;  // [layer][head]: mean normalised entropy of its rows
+  std::vector<double> max_weight, gradient_gain;  // [layer]: means over the layer's rows
+};
+
+std::string csv_header(const Config& c) {
+  std::string h = "step,train_loss,val_loss,lr";
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    for (std::size_t k = 0; k < c.heads; ++k) h += ",entropy_l" + std::to_string(l) + "_h" + std::to_string(k);
+  }
+  for (std::size_t l = 0; l < c.layers; ++l) h += ",max_weight_l" + std::to_string(l);
+  for (std::size_t l = 0; l < c.layers; ++l) h += ",gradient_gain_l" + std::to_string(l);
+  return h + "\n";
+}
+
+std::string csv_row(const Evaluation& e) {
+  std::ostringstream s;
+  s.precision(9);
+  s << e.step << ',' << e.train_loss << ',' << e.val_loss << ',' << e.lr;
+  for (const auto& layer : e.entropy) {
+    for (const double h : layer) s << ',' << h;
+  }
+  for (const double w : e.max_weight) s << ',' << w;
+  for (const double g : e.gradient_gain) s << ',' << g;
+  s << '\n';
+  return s.str();
+}
+
+// Two panels stacked, against the step: the train and val loss; each head's mean normalised
+// attention entropy (one colour per layer, one dash pattern per head).
+std::string plot_svg(const std::vector<Evaluation>& evals, const Config& c, const std::string& title) {
+  const double width = 760, left = 70, right = 600, panel_h = 220, gap = 70, top1 = 60, top2 = top1 + panel_h + gap;
+  const double height = top2 + panel_h + 50;
+  const double last_step = std::max<double>(1.0, static_cast<double>(evals.empty() ? 1 : evals.back().step));
+  double first_step = evals.empty() ? 0 : static_cast<double>(evals.front().step);
+  if (first_step >= last_step) first_step = 0;
+  double loss_hi = 0, loss_lo = HUGE_VAL;
+  for (const auto& e : evals) {
+    for (const double v : {e.train_loss, e.val_loss}) {
+      if (std::isfinite(v)) loss_hi = std::max(loss_hi, v), loss_lo = std::min(loss_lo, v);
+    }
+  }
+  if (!(loss_lo < loss_hi)) loss_lo = 0, loss_hi = std::max(1.0, loss_hi);
+  loss_lo = std::floor(loss_lo * 2) / 2, loss_hi = std::ceil(loss_hi * 2) / 2;
+  const auto x_of = [&](std::size_t step) {
+    return left + (static_cast<double>(step) - first_step) / (last_step - first_step) * (right - left);
+  };
+  std::ostringstream s;
+  s.precision(5);
+  s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
+    << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << " " << height
+    << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+       "fill=\"white\"/>\n<text x=\""
+    << (left + right) / 2 << "\" y=\"26\" text-anchor=\"middle\" font-size=\"15\">" << title << "</text>\n";
+  const auto panel = [&](double top, double lo, double hi, const char* label) {
+    const double bottom = top + panel_h;
+    for (int i = 0; i <= 5; ++i) {
+      const double v = lo + (hi - lo) * i / 5, y = bottom - (v - lo) / (hi - lo) * panel_h;
+      s << "<line x1=\"" << left << "\" y1=\"" << y << "\" x2=\"" << right << "\" y2=\"" << y
+        << "\" stroke=\"#dddddd\"/>\n<text x=\"" << left - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << v
+        << "</text>\n";
+    }
+    for (int i = 0; i <= 4; ++i) {
+      const double step = first_step + (last_step - first_step) * i / 4, x = x_of(static_cast<std::size_t>(step));
+      s << "<text x=\"" << x << "\" y=\"" << bottom + 16 << "\" text-anchor=\"middle\">" << std::llround(step)
+        << "</text>\n";
+    }
+    s << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << right - left << "\" height=\"" << panel_h
+      << "\" fill=\"none\" stroke=\"#333333\"/>\n<text x=\"" << (left + right) / 2 << "\" y=\"" << top - 8
+      << "\" text-anchor=\"middle\" font-size=\"13\">" << label << "</text>\n";
+    return [=, &s](const std::vector<double>& ys, const std::string& colour, const char* dash, const std::string& id) {
+      s << "<polyline id=\"" << id << "\" fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"1.8\""
+        << (dash[0] ? std::string(" stroke-dasharray=\"") + dash + "\"" : std::string()) << " points=\"";
+      for (std::size_t i = 0; i < ys.size(); ++i) {
+        const double v = std::clamp(std::isfinite(ys[i]) ? ys[i] : hi, lo, hi);
+        s << x_of(evals[i].step) << "," << top + panel_h - (v - lo) / (hi - lo) * panel_h << " ";
+      }
+      s << "\"/>\n";
+    };
+  };
+  const auto series = [&](auto get) {
+    std::vector<double> ys;
+    for (const auto& e : evals) ys.push_back(get(e));
+    return ys;
+  };
+  const auto legend = [&](double y, const std::string& colour, const char* dash, const std::string& text) {
+    s << "<line x1=\"" << right + 14 << "\" y1=\"" << y << "\" x2=\"" << right + 44 << "\" y2=\"" << y << "\" stroke=\""
+      << colour << "\" stroke-width=\"1.8\"" << (dash[0] ? std::string(" stroke-dasharray=\"") + dash + "\"" : "")
+      << "/>\n<text x=\"" << right + 50 << "\" y=\"" << y + 4 << "\">" << text << "</text>\n";
+  };
+  const auto loss_line = panel(top1, loss_lo, loss_hi, "loss (cross-entropy, nats per character)");
+  loss_line(series([](const Evaluation& e) { return e.train_loss; }), "#999999", "4 3", "train_loss");
+  loss_line(series([](const Evaluation& e) { return e.val_loss; }), "#000000", "", "val_loss");
+  legend(top1 + 10, "#999999", "4 3", "train");
+  legend(top1 + 28, "#000000", "", "val");
+  const auto entropy_line = panel(top2, 0, 1, "mean normalised attention entropy of each head");
+  static const char* const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+  static const char* const dashes[] = {"", "6 3", "2 2", "8 3 2 3"};
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    for (std::size_t k = 0; k < c.heads; ++k) {
+      entropy_line(series([&](const Evaluation& e) { return e.entropy[l][k]; }), colours[l % 8], dashes[k % 4],
+                   "entropy_l" + std::to_string(l) + "_h" + std::to_string(k));
+    }
+    legend(top2 + 10 + 18.0 * static_cast<double>(l), colours[l % 8], "", "layer " + std::to_string(l));
+  }
+  for (std::size_t k = 0; k < std::min<std::size_t>(c.heads, 4); ++k) {
+    legend(top2 + 30 + 18.0 * static_cast<double>(c.layers + k), "#555555", dashes[k], "head " + std::to_string(k));
+  }
+  s << "<text x=\"" << (left + right) / 2 << "\" y=\"" << height - 12 << "\" text-anchor=\"middle\">step</text>\n</svg>\n";
+  return s.str();
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) throw UsageError{"cannot write " + path};
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+std::string duration(double seconds) {
+  char buf[32];
+  const long s = std::lround(seconds);
+  std::snprintf(buf, sizeof buf, s >= 60 ? "%ldm%02lds" : "%ld.%lds", s >= 60 ? s / 60 : long(seconds),
+                s >= 60 ? s % 60 : long(seconds * 10) % 10);
+  return buf;
+}
+
+// ---- Training -------------------------------------------------------------------------------
+
+// The checkpoint's metadata: everything that fixes the run, so that --resume rebuilds it.
+xgrad::CheckpointMetadata run_metadata(const Options& o, const Corpus& corpus) {
+  const auto num = [](double x) {
+    std::ostringstream s;
+    s.precision(17);
+    s << x;
+    return s.str();
+  };
+  return {{"program", "char_gpt"},
+          {"layers", std::to_string(o.model.layers)},
+          {"heads", std::to_string(o.model.heads)},
+          {"d_model", std::to_string(o.model.d_model)},
+          {"block", std::to_string(o.model.block)},
+          {"vocab", std::to_string(o.model.vocab)},
+          {"dropout", num(o.model.dropout)},
+          {"dtype", o.dtype},
+          {"batch", std::to_string(o.batch)},
+          {"lr", num(o.schedule.lr)},
+          {"warmup", std::to_string(o.schedule.warmup)},
+          {"decay_steps", std::to_string(o.schedule.decay_steps)},
+          {"weight_decay", num(o.weight_decay)},
+          {"seed", std::to_string(o.seed)},
+          {"eval_batches", std::to_string(o.eval_batches)},
+          {"chars", hex(corpus.chars)},
+          {"data", corpus.source}};
+}
+
+// --resume: the options a checkpoint fixes come from it; one given on the command line must agree.
+void apply_resume_metadata(Options& o, const xgrad::CheckpointMetadata& meta, const std::string& path) {
+  const auto get = [&](const std::string& key) {
+    const auto it = meta.find(key);
+    if (it == meta.end()) throw UsageError{path + " is not a char_gpt checkpoint: its metadata has no '" + key + "'"};
+    return it->second;
+  };
+  if (get("program") != "char_gpt") throw UsageError{path + " is not a char_gpt checkpoint"};
+  const auto take = [&](const char* option, const char* key, auto& field, auto parse_value) {
+    const auto stored = parse_value(get(key));
+    if (o.given.count(option) && field != stored) {
+      throw UsageError{std::string(option) + " differs from the " + key + " of " + path + " (" + get(key) +
+                       "): a resumed run keeps its model, data and schedule"};
+    }
+    field = stored;
+  };
+  const auto count = [&](const std::string& v) { return parse_count("the checkpoint's value", v, 0); };
+  const auto number = [&](const std::string& v) { return std::strtod(v.c_str(), nullptr); };
+  take("--layers", "layers", o.model.layers, count);
+  take("--heads", "heads", o.model.heads, count);
+  take("--d-model", "d_model", o.model.d_model, count);
+  take("--block", "block", o.model.block, count);
+  take("--dropout", "dropout", o.model.dropout, number);
+  take("--dtype", "dtype", o.dtype, [](const std::string& v) { return v; });
+  take("--batch", "batch", o.batch, count);
+  take("--lr", "lr", o.schedule.lr, number);
+  take("--warmup", "warmup", o.schedule.warmup, count);
+  std::size_t decay = o.decay_steps.value_or(0);
+  if (!o.decay_steps) o.given.erase("--decay-steps");
+  take("--decay-steps", "decay_steps", decay, count);
+  o.decay_steps = decay;
+  take("--weight-decay", "weight_decay", o.weight_decay, number);
+  take("--seed", "seed", o.seed, count);
+  take("--eval-batches", "eval_batches", o.eval_batches, count);
+}
+
+// Trains in T; `resumed` is the metadata of --resume's checkpoint (empty without).
+template <class T>
+int train(Options o, const xgrad::CheckpointMetadata& resumed) {
+  xgrad::TensorFile<T> state;
+  if (!o.resume.empty()) state = xgrad::load_tensors<T>(o.resume);
+  o.schedule.decay_steps = o.decay_steps.value_or(o.steps);
+  const Corpus corpus = load_corpus(o.data, o.model.block);
+  o.model.vocab = corpus.chars.size();
+  if (!o.resume.empty() && resumed.at("chars") != hex(corpus.chars)) {
+    throw UsageError{"the character set of " + corpus.source + " differs from that of " + o.resume + " (" +
+                     resumed.at("data") + ")"};
+  }
+  if (corpus.train.size() < o.model.block + 1) throw UsageError{corpus.source + " is too short for --block"};
+
+  Graph<T> g;
+  const Model<T> m = char_gpt::build_model(g, o.model, o.batch, o.seed);
+  const std::vector<Var<T>> params = char_gpt::parameters(m);
+  char_gpt::Trainer<T> trainer(m, o.weight_decay);
+
+  // Evaluation replays a forward-only copy of the model (no backward to compute), fed the
+  // current parameters; the attention statistics replay the training graph on one val batch
+  // in evaluation mode, for the softmax gradients' gains.
+  Graph<T> ge;
+  const Model<T> me = char_gpt::build_model(ge, o.model, o.batch, o.seed);
+  const std::vector<Var<T>> eval_params = char_gpt::parameters(me);
+  ge.set_training(false);
+  SplitMix64 eval_rng{o.seed + 1};
+  std::vector<std::pair<xt::xarray<std::int64_t>, xt::xarray<std::int64_t>>> val_batches, train_batches;
+  for (std::size_t i = 0; i < o.eval_batches; ++i) val_batches.push_back(windows(corpus.val, o.batch, o.model.block, eval_rng));
+  for (std::size_t i = 0; i < o.eval_batches; ++i) train_batches.push_back(windows(corpus.train, o.batch, o.model.block, eval_rng));
+
+  SplitMix64 rng{o.seed};
+  std::size_t step = 0;
+  if (!o.resume.empty()) {
+    const auto tensor = [&](const std::string& name, const Var<T>& like) {
+      const xt::xarray<T>* t = state.find(name);
+      if (!t || !xgrad::shapes_equal(t->shape(), like.value().shape())) {
+        throw UsageError{o.resume + ": tensor '" + name + "' is " + (t ? xgrad::shape_str(t->shape()) : "missing") +
+                         ", the model needs " + xgrad::shape_str(like.value().shape())};
+      }
+      return *t;
+    };
+    step = parse_count("the checkpoint's step", resumed.at("step"), 0);
+    rng.state = std::stoull(resumed.at("data_rng"));
+    for (auto* opt : {&trainer.decayed, &trainer.other}) {
+      const auto& group = opt == &trainer.decayed ? m.decayed : m.not_decayed;
+      xgrad::AdamState<T> s;
+      s.step = static_cast<long>(step);
+      for (const auto& p : group) {
+        const std::string& name = p.node().name;
+        g.set_value(p, tensor(name, p));
+        s.m.push_back(tensor("adamw.m." + name, p));
+        s.v.push_back(tensor("adamw.v." + name, p));
+      }
+      opt->set_state(std::move(s));
+    }
+  }
+  const auto save = [&] {
+    std::map<std::string, xt::xarray<T>> tensors;
+    for (const auto* opt : {&trainer.decayed, &trainer.other}) {
+      const auto& group = opt == &trainer.decayed ? m.decayed : m.not_decayed;
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        const std::string& name = group[i].node().name;
+        tensors[name] = group[i].value();
+        tensors["adamw.m." + name] = opt->state().m[i];
+        tensors["adamw.v." + name] = opt->state().v[i];
+      }
+    }
+    auto meta = run_metadata(o, corpus);
+    meta["step"] = std::to_string(step);
+    meta["data_rng"] = std::to_string(rng.state);
+    xgrad::save_tensors(o.save, tensors, meta);
+  };
+
+  const auto evaluate = [&] {
+    Evaluation e;
+    e.step = step;
+    e.lr = char_gpt::learning_rate(o.schedule, step == 0 ? 0 : step - 1);
+    for (std::size_t i = 0; i < params.size(); ++i) ge.set_value(eval_params[i], params[i].value());
+    for (auto* split : {&train_batches, &val_batches}) {
+      double sum = 0;
+      for (const auto& [x, y] : *split) {
+        char_gpt::feed(ge, me, x, y);
+        ge.replay();
+        sum += static_cast<double>(me.loss.value()());
+      }
+      (split == &val_batches ? e.val_loss : e.train_loss) = sum / static_cast<double>(split->size());
+    }
+    g.set_training(false);
+    char_gpt::feed(g, m, val_batches[0].first, val_batches[0].second);
+    g.replay();
+    const auto diagnostics = xgrad::softmax_diagnostics(g, 0.99, true);
+    g.set_training(true);
+    const std::size_t T_ = o.model.block, H = o.model.heads;
+    for (const auto& weights : m.attention_weights) {
+      const auto d = std::find_if(diagnostics.begin(), diagnostics.end(),
+                                  [&](const xgrad::SoftmaxDiagnostics& s) { return s.node == weights.id(); });
+      std::vector<double> per_head(H, 0.0);
+      for (std::size_t r = 0; r < d->rows.size(); ++r) per_head[(r / T_) % H] += d->rows[r].normalized_entropy;
+      for (double& h : per_head) h /= static_cast<double>(d->rows.size() / H);
+      e.entropy.push_back(per_head);
+      e.max_weight.push_back(d->max_weight.mean);
+      e.gradient_gain.push_back(d->gradient_gain ? d->gradient_gain->mean : NAN);
+    }
+    return e;
+  };
+
+  std::printf("char_gpt: %s, %zu characters (%zu train, %zu val), %zu tokens in its character set\n",
+              corpus.source.c_str(), corpus.train.size() + corpus.val.size(), corpus.train.size(), corpus.val.size(),
+              corpus.chars.size());
+  std::size_t n_params = 0;
+  for (const auto& p : params) n_params += p.value().size();
+  std::printf("model: %zu layers, %zu heads, d_model %zu, block %zu, %zu parameters, %s; batch %zu, %zu steps%s\n",
+              o.model.layers, o.model.heads, o.model.d_model, o.model.block, n_params, o.dtype.c_str(), o.batch,
+              o.steps, o.resume.empty() ? "" : (", resumed at step " + std::to_string(step)).c_str());
+  std::fflush(stdout);
+
+  std::FILE* log = nullptr;
+  if (!o.log.empty()) {
+    log = std::fopen(o.log.c_str(), "w");
+    if (!log) throw UsageError{"cannot write " + o.log};
+    std::fputs(csv_header(o.model).c_str(), log);
+  }
+  std::vector<Evaluation> evals;
+  const bool progress = isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t first_step = step;
+  const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const auto report = [&] {
+    const Evaluation e = evaluate();
+    if (progress) std::fputs("\r\033[K", stderr);
+    std::printf("step %5zu  train %.4f  val %.4f  lr %.2e  %s\n", e.step, e.train_loss, e.val_loss, e.lr,
+                duration(seconds()).c_str());
+    std::fflush(stdout);
+    if (log) {
+      std::fputs(csv_row(e).c_str(), log);
+      std::fflush(log);
+    }
+    evals.push_back(e);
+    if (!o.save.empty()) save();
+  };
+
+  report();
+  while (step < o.steps) {
+    const auto [x, y] = windows(corpus.train, o.batch, o.model.block, rng);
+    char_gpt::feed(g, m, x, y);
+    g.set_step(step);  // the dropout masks of this step
+    const double loss = trainer.step(char_gpt::learning_rate(o.schedule, step));
+    ++step;
+    if (progress) {
+      const double t = seconds(), done = static_cast<double>(step - first_step);
+      std::fprintf(stderr, "\r\033[Kstep %zu/%zu  loss %.4f  %.0f tokens/s  ETA %s", step, o.steps, loss,
+                   done * static_cast<double>(o.batch * o.model.block) / t,
+                   duration(t / done * static_cast<double>(o.steps - step)).c_str());
+    }
+    if (step % o.eval_every == 0 || step == o.steps) report();
+  }
+  if (progress) std::fputs("\r\033[K", stderr);
+  if (log) std::fclose(log);
+  const double elapsed = seconds();
+  std::printf("trained %zu steps in %s (%.0f tokens/s, evaluations included)\n", step - first_step,
+              duration(elapsed).c_str(),
+              static_cast<double>((step - first_step) * o.batch * o.model.block) / std::max(elapsed, 1e-9));
+  if (!o.plot.empty()) {
+    std::ostringstream title;
+    title << "char_gpt: " << o.model.layers << " layers, " << o.model.heads << " heads, d " << o.model.d_model
+          << ", lr " << o.schedule.lr;
+    write_text_file(o.plot, plot_svg(evals, o.model, title.str()));
+  }
+
+  if (o.sample > 0) {
+    // One window, the last `block` characters: with causal attention the logits at position i
+    // depend on tokens 0..i only, so a shorter context fills the first positions.
+    Graph<T> gs;
+    const Model<T> ms = char_gpt::build_model(gs, o.model, 1, o.seed);
+    const auto sample_params = char_gpt::parameters(ms);
+    for (std::size_t i = 0; i < params.size(); ++i) gs.set_value(sample_params[i], params[i].value());
+    gs.set_training(false);
+    SplitMix64 sample_rng{o.seed + 2};
+    const auto newline = corpus.chars.find('\n');
+    std::vector<std::int64_t> context = {newline == std::string::npos ? 0 : static_cast<std::int64_t>(newline)};
+    std::string text;
+    xt::xarray<std::int64_t> ids = xt::zeros<std::int64_t>({std::size_t(1), o.model.block});
+    for (std::size_t n = 0; n < o.sample; ++n) {
+      const std::size_t len = std::min(context.size(), o.model.block);
+      for (std::size_t t = 0; t < len; ++t) ids(0, t) = context[context.size() - len + t];
+      char_gpt::feed(gs, ms, ids, xt::xarray<std::int64_t>(xt::zeros<std::int64_t>({std::size_t(1), o.model.block})));
+      gs.replay();
+      const auto& logits = ms.logits.value();
+      const std::size_t V = o.model.vocab;
+      std::vector<double> p(V);
+      double hi = -HUGE_VAL, total = 0;
+      for (std::size_t v = 0; v < V; ++v) hi = std::max(hi, static_cast<double>(logits(0, len - 1, v)) / o.temperature);
+      for (std::size_t v = 0; v < V; ++v) total += p[v] = std::exp(static_cast<double>(logits(0, len - 1, v)) / o.temperature - hi);
+      double u = static_cast<double>(sample_rng.next() >> 11) * 0x1p-53 * total;
+      std::size_t pick = 0;
+      while (pick + 1 < V && u >= p[pick]) u -= p[pick++];
+      context.push_back(static_cast<std::int64_t>(pick));
+      text += corpus.chars[pick];
+    }
+    std::printf("--- %zu sampled characters (temperature %g) ---\n%s\n---\n", o.sample, o.temperature, text.c_str());
+  }
+  if (o.max_val_loss) {
+    const double v = evals.back().val_loss;
+    const bool ok = v < *o.max_val_loss;
+    std::printf("%s: val loss %.4f %s %g\n", ok ? "PASS" : "FAIL", v, ok ? "<" : ">=", *o.max_val_loss);
+    return ok ? 0 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Options o = parse(argc, argv);
+    xgrad::CheckpointMetadata resumed;
+    if (!o.resume.empty()) {
+      resumed = xgrad::read_checkpoint_metadata(o.resume);
+      apply_resume_metadata(o, resumed, o.resume);  // the model, its dtype and the schedule
+    }
+    return o.dtype == "float64" ? train<double>(o, resumed) : train<float>(o, resumed);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "char_gpt: %s\n(char_gpt --help lists the options)\n", e.message.c_str());
+    return 2;
+  } catch (const xgrad::error& e) {
+    std::fprintf(stderr, "char_gpt: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,163 @@
+// The model of examples/char_gpt.cpp: a GPT in the nanoGPT / GPT-2 shape, built with xgrad's
+// public API only. A header of its own so that tests/examples/char_gpt_test.cpp checks the very
+// model the program trains against PyTorch (bench/char_gpt_torch.py, docs/char-gpt.md).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <xgrad/xgrad.hpp>
+
+namespace char_gpt {
+
+using xgrad::Graph;
+using xgrad::Var;
+
+struct Config {
+  std::size_t layers = 4, heads = 4, d_model = 128, block = 64, vocab = 0;
+  double dropout = 0;
+};
+
+// nanoGPT's schedule: the learning rate of update `it` (0 for the first), rising linearly over
+// `warmup` updates to lr, then a cosine from lr down to lr / 10 at update decay_steps, and
+// lr / 10 after it.
+struct Schedule {
+  double lr = 1e-3;
+  std::size_t warmup = 100, decay_steps = 2000;
+};
+
+inline double learning_rate(const Schedule& s, std::size_t it) {
+  const double min_lr = s.lr / 10;
+  if (it < s.warmup) return s.lr * static_cast<double>(it + 1) / static_cast<double>(s.warmup + 1);
+  if (it >= s.decay_steps) return min_lr;
+  const double ratio = static_cast<double>(it - s.warmup) / static_cast<double>(s.decay_steps - s.warmup);
+  return min_lr + 0.5 * (1 + std::cos(std::acos(-1.0) * ratio)) * (s.lr - min_lr);
+}
+
+// What the program reads and feeds: the token ids (B, T) and one-hot targets (B, T, vocab) in,
+// the logits (B, T, vocab) and the mean cross-entropy out. The parameters are split as AdamW
+// decays them (nanoGPT's groups): the 2-D weights of products and embeddings, and the rest
+// (biases, layer-norm gains and offsets).
+template <class T>
+struct Model {
+  Var<T> ids, targets, logits, loss;
+  std::vector<Var<T>> decayed, not_decayed;
+  std::vector<Var<T>> attention_weights;  // each layer's softmax output (B, H, T, T)
+};
+
+// Builds the model for batches of `batch` windows in g. Initial values as GPT-2's: weights of
+// products and embeddings N(0, 0.02^2), the two projections into the residual stream (attn.w_o,
+// mlp.w2) N(0, 0.02^2 / (2 layers)), biases 0, layer norms (1, 0); each tensor drawn from its own
+// seed, seed + its index. Dropout (when c.dropout > 0) after the embeddings and on both branches
+// into the residual stream, each node with its own mask seed.
+template <class T>
+Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint64_t seed) {
+  Model<T> m;
+  std::uint64_t next_seed = seed;
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
+  const auto weight = [&](const std::string& name, std::size_t rows, std::size_t cols, double stddev = 0.02) {
+    m.decayed.push_back(g.parameter(name, xgrad::random_array<T>({rows, cols}, next_seed++, stddev)));
+    return m.decayed.back();
+  };
+  const auto vector = [&](const std::string& name, std::size_t n, T value) {
+    ++next_seed;
+    m.not_decayed.push_back(g.parameter(name, xt::xarray<T>(xt::zeros<T>({n}) + value)));
+    return m.not_decayed.back();
+  };
+  const std::size_t d = c.d_model;
+  std::uint64_t drop_seed = seed + 1'000'003;
+  const auto drop = [&](const Var<T>& x) { return c.dropout > 0 ? xgrad::dropout(x, c.dropout, drop_seed++) : x; };
+
+  m.ids = g.indices("ids", xt::xarray<std::int64_t>(xt::zeros<std::int64_t>({batch, c.block})));
+  m.targets = g.input("targets", xt::zeros<T>({batch, c.block, c.vocab}));
+  const Var<T> wte = weight("wte", c.vocab, d), wpe = weight("wpe", c.block, d);
+  Var<T> x = drop(xgrad::embedding(wte, m.ids) + wpe);  // (B, T, d) + (T, d)
+  const auto mask = xgrad::causal_mask(c.block, c.block);
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    const std::string h = "h" + std::to_string(l) + ".";
+    const Var<T> ln1_g = vector(h + "ln1.g", d, 1), ln1_b = vector(h + "ln1.b", d, 0);
+    xgrad::AttentionParams<T> attn;
+    attn.w_q = weight(h + "attn.w_q", d, d);
+    attn.b_q = vector(h + "attn.b_q", d, 0);
+    attn.w_k = weight(h + "attn.w_k", d, d);
+    attn.b_k = vector(h + "attn.b_k", d, 0);
+    attn.w_v = weight(h + "attn.w_v", d, d);
+    attn.b_v = vector(h + "attn.b_v", d, 0);
+    attn.w_o = weight(h + "attn.w_o", d, d, residual_std);
+    attn.b_o = vector(h + "attn.b_o", d, 0);
+    const Var<T> ln2_g = vector(h + "ln2.g", d, 1), ln2_b = vector(h + "ln2.b", d, 0);
+    const Var<T> w1 = weight(h + "mlp.w1", d, 4 * d), b1 = vector(h + "mlp.b1", 4 * d, 0);
+    const Var<T> w2 = weight(h + "mlp.w2", 4 * d, d, residual_std), b2 = vector(h + "mlp.b2", d, 0);
+
+    const Var<T> a = xgrad::layer_norm(x, ln1_g, ln1_b);
+    const std::size_t first_new = g.size();
+    x = x + drop(xgrad::multi_head_attention(a, a, attn, c.heads, mask));
+    for (std::size_t id = first_new; id < g.size(); ++id) {  // the softmax node of this layer
+      const auto& node = g.node(id);
+      if (!node.is_leaf() && xgrad::softmax_axis(*node.op)) m.attention_weights.push_back(g.var(id));
+    }
+    const Var<T> u = xgrad::layer_norm(x, ln2_g, ln2_b);
+    x = x + drop(xgrad::matmul(xgrad::gelu(xgrad::matmul(u, w1) + b1), w2) + b2);
+  }
+  const Var<T> lnf_g = vector("lnf.g", d, 1), lnf_b = vector("lnf.b", d, 0);
+  m.logits = xgrad::matmul(xgrad::layer_norm(x, lnf_g, lnf_b), weight("head.w", d, c.vocab));
+  m.loss = xgrad::cross_entropy(m.logits, m.targets);
+  return m;
+}
+
+// Every parameter, the decayed ones first: the order of the optimizer states in a checkpoint.
+template <class T>
+std::vector<Var<T>> parameters(const Model<T>& m) {
+  std::vector<Var<T>> all = m.decayed;
+  all.insert(all.end(), m.not_decayed.begin(), m.not_decayed.end());
+  return all;
+}
+
+// Sets the ids (B, T) and the one-hot targets of their successors y (B, T).
+template <class T>
+void feed(Graph<T>& g, const Model<T>& m, const xt::xarray<std::int64_t>& x, const xt::xarray<std::int64_t>& y) {
+  xt::xarray<T> targets = xt::zeros<T>(m.targets.value().shape());
+  const std::size_t vocab = targets.shape().back();
+  for (std::size_t i = 0; i < y.size(); ++i) targets.data()[i * vocab + static_cast<std::size_t>(y.data()[i])] = 1;
+  g.set_value(m.ids, x);
+  g.set_value(m.targets, std::move(targets));
+}
+
+// AdamW's settings (nanoGPT's Shakespeare recipe) and the gradient clipping norm.
+inline constexpr double beta1 = 0.9, beta2 = 0.99, adam_eps = 1e-8, max_grad_norm = 1.0;
+
+// The training step: the gradients of the loss, and AdamW on the two groups of parameters, the
+// weights with weight decay and the rest without (as torch.optim.AdamW with two param groups).
+template <class T>
+class Trainer {
+ public:
+  Trainer(const Model<T>& m, double weight_decay)
+      : decayed(m.decayed, 0.0, beta1, beta2, adam_eps, weight_decay),
+        other(m.not_decayed, 0.0, beta1, beta2, adam_eps, 0.0),
+        m_model(m),
+        m_grads(xgrad::grad(m.loss, parameters(m))) {}
+
+  // One update on the batch fed: replay (the loss and its gradients), clip the gradients' global
+  // norm at max_grad_norm, then AdamW at learning rate lr. Returns the loss before the update.
+  double step(double lr) {
+    m_model.loss.graph().replay();
+    const double loss = static_cast<double>(m_model.loss.value()());
+    xgrad::clip_grad_norm(m_grads, max_grad_norm);
+    const auto split = m_grads.begin() + static_cast<long>(m_model.decayed.size());
+    decayed.set_lr(lr);
+    other.set_lr(lr);
+    decayed.step(std::vector<Var<T>>(m_grads.begin(), split));
+    other.step(std::vector<Var<T>>(split, m_grads.end()));
+    return loss;
+  }
+
+  xgrad::AdamW<T> decayed, other;  // their states are what a checkpoint saves beside the parameters
+
+ private:
+  Model<T> m_model;
+  std::vector<Var<T>> m_grads;
+};
+
+}  // namespace char_gpt
