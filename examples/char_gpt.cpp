@@ -67,7 +67,8 @@ const char* const usage =
     "  --sample N          print N generated characters at the end (default 0)\n"
     "  --temperature X     sampling temperature > 0 (default 1)\n"
     "  --log FILE.csv      losses, learning rate and attention statistics at every evaluation\n"
-    "  --plot FILE.svg     val loss and each head's attention entropy against the step\n"
+    "  --plot FILE.svg     the losses, each head's attention entropy and each layer's gradient gain\n"
+    "                      against the step\n"
     "  --max-val-loss X    exit 1 unless the last val loss is below X\n"
     "Exit status: 0 on success, 1 if --max-val-loss is not met, 2 for bad usage or input.\n";
 
@@ -292,11 +293,12 @@ std::string csv_row(const Evaluation& e) {
   return s.str();
 }
 
-// Two panels stacked, against the step: the train and val loss; each head's mean normalised
-// attention entropy (one colour per layer, one dash pattern per head).
+// Three panels stacked, against the step: the train and val loss; each head's mean normalised
+// attention entropy (one colour per layer, one dash pattern per head); each layer's mean
+// gradient gain through its softmax.
 std::string plot_svg(const std::vector<Evaluation>& evals, const Config& c, const std::string& title) {
   const double width = 760, left = 70, right = 600, panel_h = 220, gap = 70, top1 = 60, top2 = top1 + panel_h + gap;
-  const double height = top2 + panel_h + 50;
+  const double top3 = top2 + panel_h + gap, height = top3 + panel_h + 50;
   const double last_step = std::max<double>(1.0, static_cast<double>(evals.empty() ? 1 : evals.back().step));
   double first_step = evals.empty() ? 0 : static_cast<double>(evals.front().step);
   if (first_step >= last_step) first_step = 0;
@@ -371,6 +373,17 @@ std::string plot_svg(const std::vector<Evaluation>& evals, const Config& c, cons
   }
   for (std::size_t k = 0; k < std::min<std::size_t>(c.heads, 4); ++k) {
     legend(top2 + 30 + 18.0 * static_cast<double>(c.layers + k), "#555555", dashes[k], "head " + std::to_string(k));
+  }
+  double gain_hi = 0;
+  for (const auto& e : evals) {
+    for (const double v : e.gradient_gain) gain_hi = std::isfinite(v) ? std::max(gain_hi, v) : gain_hi;
+  }
+  gain_hi = gain_hi > 0 ? std::ceil(gain_hi * 1.1 * 20) / 20 : 1.0;  // a multiple of 0.05
+  const auto gain_line = panel(top3, 0, gain_hi, "mean gradient gain through each layer's softmax");
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    gain_line(series([&](const Evaluation& e) { return e.gradient_gain[l]; }), colours[l % 8], "",
+              "gradient_gain_l" + std::to_string(l));
+    legend(top3 + 10 + 18.0 * static_cast<double>(l), colours[l % 8], "", "layer " + std::to_string(l));
   }
   s << "<text x=\"" << (left + right) / 2 << "\" y=\"" << height - 12 << "\" text-anchor=\"middle\">step</text>\n</svg>\n";
   return s.str();
