@@ -309,7 +309,8 @@ std::string plot_svg(const std::vector<Evaluation>& evals, const Config& c, cons
     }
   }
   if (!(loss_lo < loss_hi)) loss_lo = 0, loss_hi = std::max(1.0, loss_hi);
-  loss_lo = std::floor(loss_lo * 2) / 2, loss_hi = std::ceil(loss_hi * 2) / 2;
+  const double loss_tick = loss_hi - loss_lo <= 5 ? 0.5 : std::ceil((loss_hi - loss_lo) / 5);
+  loss_lo = std::floor(loss_lo / loss_tick) * loss_tick, loss_hi = std::ceil(loss_hi / loss_tick) * loss_tick;
   const auto x_of = [&](std::size_t step) {
     return left + (static_cast<double>(step) - first_step) / (last_step - first_step) * (right - left);
   };
@@ -320,10 +321,10 @@ std::string plot_svg(const std::vector<Evaluation>& evals, const Config& c, cons
     << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
        "fill=\"white\"/>\n<text x=\""
     << (left + right) / 2 << "\" y=\"26\" text-anchor=\"middle\" font-size=\"15\">" << title << "</text>\n";
-  const auto panel = [&](double top, double lo, double hi, const char* label) {
+  const auto panel = [&](double top, double lo, double hi, const char* label, int ticks) {
     const double bottom = top + panel_h;
-    for (int i = 0; i <= 5; ++i) {
-      const double v = lo + (hi - lo) * i / 5, y = bottom - (v - lo) / (hi - lo) * panel_h;
+    for (int i = 0; i <= ticks; ++i) {
+      const double v = lo + (hi - lo) * i / ticks, y = bottom - (v - lo) / (hi - lo) * panel_h;
       s << "<line x1=\"" << left << "\" y1=\"" << y << "\" x2=\"" << right << "\" y2=\"" << y
         << "\" stroke=\"#dddddd\"/>\n<text x=\"" << left - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << v
         << "</text>\n";
@@ -356,12 +357,13 @@ std::string plot_svg(const std::vector<Evaluation>& evals, const Config& c, cons
       << colour << "\" stroke-width=\"1.8\"" << (dash[0] ? std::string(" stroke-dasharray=\"") + dash + "\"" : "")
       << "/>\n<text x=\"" << right + 50 << "\" y=\"" << y + 4 << "\">" << text << "</text>\n";
   };
-  const auto loss_line = panel(top1, loss_lo, loss_hi, "loss (cross-entropy, nats per character)");
+  const auto loss_line = panel(top1, loss_lo, loss_hi, "loss (cross-entropy, nats per character)",
+                                static_cast<int>(std::lround((loss_hi - loss_lo) / loss_tick)));
   loss_line(series([](const Evaluation& e) { return e.train_loss; }), "#999999", "4 3", "train_loss");
   loss_line(series([](const Evaluation& e) { return e.val_loss; }), "#000000", "", "val_loss");
   legend(top1 + 10, "#999999", "4 3", "train");
   legend(top1 + 28, "#000000", "", "val");
-  const auto entropy_line = panel(top2, 0, 1, "mean normalised attention entropy of each head");
+  const auto entropy_line = panel(top2, 0, 1, "mean normalised attention entropy of each head", 5);
   static const char* const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
   static const char* const dashes[] = {"", "6 3", "2 2", "8 3 2 3"};
   for (std::size_t l = 0; l < c.layers; ++l) {
@@ -379,7 +381,7 @@ std::string plot_svg(const std::vector<Evaluation>& evals, const Config& c, cons
     for (const double v : e.gradient_gain) gain_hi = std::isfinite(v) ? std::max(gain_hi, v) : gain_hi;
   }
   gain_hi = gain_hi > 0 ? std::ceil(gain_hi * 1.1 * 20) / 20 : 1.0;  // a multiple of 0.05
-  const auto gain_line = panel(top3, 0, gain_hi, "mean gradient gain through each layer's softmax");
+  const auto gain_line = panel(top3, 0, gain_hi, "mean gradient gain through each layer's softmax", 5);
   for (std::size_t l = 0; l < c.layers; ++l) {
     gain_line(series([&](const Evaluation& e) { return e.gradient_gain[l]; }), colours[l % 8], "",
               "gradient_gain_l" + std::to_string(l));

@@ -188,6 +188,28 @@ BOOST_AUTO_TEST_CASE(logs_every_head_and_plots_them) {
     BOOST_TEST(svg.find(std::string("id=\"") + id + "\"") != std::string::npos, id);
   }
   BOOST_TEST(r.out.find("--- 40 sampled characters (temperature 1) ---\n") != std::string::npos, r.out);
+  BOOST_TEST(r.err.empty(), r.err);  // no progress when stderr is not a terminal
+
+  // The sample is seeded: the same characters again, others at another temperature.
+  const auto sample = [&](const std::string& args) {
+    const Run s = box.shell("exec '" XGRAD_CHAR_GPT "' --data corpus.txt --layers 1 --heads 1 --d-model 8 --block 6 "
+                            "--batch 2 --steps 3 --eval-batches 1 --sample 60" + args);
+    BOOST_TEST_REQUIRE(s.rc == 0, s.err);
+    const auto at = s.out.find("--- 60 sampled characters");
+    BOOST_TEST_REQUIRE(at != std::string::npos, s.out);
+    return s.out.substr(s.out.find('\n', at) + 1, 60);  // the characters
+  };
+  const std::string first = sample("");
+  BOOST_TEST(first.size() == 60u);
+  BOOST_TEST(sample("") == first);
+  BOOST_TEST(sample(" --temperature 0.05") != first);
+
+  // On a terminal (script(1) gives it one), stderr shows the progress.
+  const Run tty = box.shell("script -qec \"'" XGRAD_CHAR_GPT "' --data corpus.txt --layers 1 --heads 1 --d-model 8 "
+                            "--block 6 --batch 2 --steps 3 --eval-batches 1\" /dev/null");
+  BOOST_TEST(tty.rc == 0);
+  BOOST_TEST(tty.out.find("step 3/3  loss ") != std::string::npos, tty.out);
+  BOOST_TEST(tty.out.find(" tokens/s  ETA ") != std::string::npos, tty.out);
 }
 #endif
 
