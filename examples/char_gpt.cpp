@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -110,6 +111,21 @@ double parse_number(const std::string& option, const std::string& text, Ok ok, c
   return x;
 }
 
+// What the model needs of the options, from the command line or a checkpoint (`where`).
+void check_options(const Options& o, const std::string& where) {
+  const Config& c = o.model;
+  if (c.layers == 0 || c.heads == 0 || c.d_model == 0 || c.block == 0 || o.batch == 0 || o.eval_batches == 0) {
+    throw UsageError{where + "layers, heads, d_model, block, batch and eval_batches must be >= 1"};
+  }
+  if (c.d_model % c.heads != 0) {
+    throw UsageError{where + "--heads " + std::to_string(c.heads) + " does not divide --d-model " + std::to_string(c.d_model)};
+  }
+  if (!(c.dropout >= 0 && c.dropout < 1) || !(o.schedule.lr >= 0) || !(o.weight_decay >= 0)) {
+    throw UsageError{where + "dropout must be in [0, 1), lr and weight_decay >= 0"};
+  }
+  if (o.dtype != "float32" && o.dtype != "float64") throw UsageError{where + "--dtype must be float32|float64, not '" + o.dtype + "'"};
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   const auto positive = [](double x) { return x > 0; };
@@ -156,10 +172,7 @@ Options parse(int argc, char** argv) {
       }
     }
   }
-  if (o.model.d_model % o.model.heads != 0) {
-    throw UsageError{"--heads " + std::to_string(o.model.heads) + " does not divide --d-model " +
-                     std::to_string(o.model.d_model)};
-  }
+  check_options(o, "");
   for (const auto& [option, path] : {std::pair{"--save", o.save}, {"--resume", o.resume}}) {
     if (!path.empty() && !xgrad::ends_with(path, ".safetensors") && !xgrad::ends_with(path, ".npz")) {
       throw UsageError{std::string(option) + " needs a .safetensors or .npz file, not '" + path + "'"};
@@ -438,53 +451,68 @@ xgrad::CheckpointMetadata run_metadata(const Options& o, const Corpus& corpus) {
           {"data", corpus.source}};
 }
 
+// Where a checkpoint left off: the updates done, the window generator's state, its character set.
+struct ResumePoint {
+  std::size_t step = 0;
+  std::uint64_t data_rng = 0;
+  std::string chars, data;
+};
+
 // --resume: the options a checkpoint fixes come from it; one given on the command line must agree.
-void apply_resume_metadata(Options& o, const xgrad::CheckpointMetadata& meta, const std::string& path) {
+ResumePoint apply_resume_metadata(Options& o, const xgrad::CheckpointMetadata& meta, const std::string& path) {
   const auto get = [&](const std::string& key) {
     const auto it = meta.find(key);
     if (it == meta.end()) throw UsageError{path + " is not a char_gpt checkpoint: its metadata has no '" + key + "'"};
     return it->second;
   };
   if (get("program") != "char_gpt") throw UsageError{path + " is not a char_gpt checkpoint"};
-  const auto take = [&](const char* option, const char* key, auto& field, auto parse_value) {
-    const auto stored = parse_value(get(key));
+  const auto count = [&](const std::string& key) { return parse_count(path + "'s " + key, get(key), 0); };
+  const auto number = [&](const std::string& key) {
+    return parse_number(path + "'s " + key, get(key), [](double) { return true; }, "");
+  };
+  const auto take = [&](const char* option, const char* key, auto& field, auto stored) {
     if (o.given.count(option) && field != stored) {
       throw UsageError{std::string(option) + " differs from the " + key + " of " + path + " (" + get(key) +
                        "): a resumed run keeps its model, data and schedule"};
     }
     field = stored;
   };
-  const auto count = [&](const std::string& v) { return parse_count("the checkpoint's value", v, 0); };
-  const auto number = [&](const std::string& v) { return std::strtod(v.c_str(), nullptr); };
-  take("--layers", "layers", o.model.layers, count);
-  take("--heads", "heads", o.model.heads, count);
-  take("--d-model", "d_model", o.model.d_model, count);
-  take("--block", "block", o.model.block, count);
-  take("--dropout", "dropout", o.model.dropout, number);
-  take("--dtype", "dtype", o.dtype, [](const std::string& v) { return v; });
-  take("--batch", "batch", o.batch, count);
-  take("--lr", "lr", o.schedule.lr, number);
-  take("--warmup", "warmup", o.schedule.warmup, count);
+  take("--layers", "layers", o.model.layers, count("layers"));
+  take("--heads", "heads", o.model.heads, count("heads"));
+  take("--d-model", "d_model", o.model.d_model, count("d_model"));
+  take("--block", "block", o.model.block, count("block"));
+  take("--dropout", "dropout", o.model.dropout, number("dropout"));
+  take("--dtype", "dtype", o.dtype, get("dtype"));
+  take("--batch", "batch", o.batch, count("batch"));
+  take("--lr", "lr", o.schedule.lr, number("lr"));
+  take("--warmup", "warmup", o.schedule.warmup, count("warmup"));
   std::size_t decay = o.decay_steps.value_or(0);
-  if (!o.decay_steps) o.given.erase("--decay-steps");
-  take("--decay-steps", "decay_steps", decay, count);
+  take("--decay-steps", "decay_steps", decay, count("decay_steps"));
   o.decay_steps = decay;
-  take("--weight-decay", "weight_decay", o.weight_decay, number);
-  take("--seed", "seed", o.seed, count);
-  take("--eval-batches", "eval_batches", o.eval_batches, count);
+  take("--weight-decay", "weight_decay", o.weight_decay, number("weight_decay"));
+  take("--seed", "seed", o.seed, count("seed"));
+  take("--eval-batches", "eval_batches", o.eval_batches, count("eval_batches"));
+  check_options(o, path + "'s metadata: ");
+  ResumePoint r;
+  r.step = count("step");
+  r.data_rng = std::strtoull(get("data_rng").c_str(), nullptr, 10);
+  if (get("data_rng") != std::to_string(r.data_rng)) throw UsageError{path + "'s data_rng is not a 64-bit number"};
+  r.chars = get("chars");
+  r.data = get("data");
+  return r;
 }
 
-// Trains in T; `resumed` is the metadata of --resume's checkpoint (empty without).
+// Trains in T, from the start or from `resumed` (with --resume).
 template <class T>
-int train(Options o, const xgrad::CheckpointMetadata& resumed) {
+int train(Options o, const std::optional<ResumePoint>& resumed) {
   xgrad::TensorFile<T> state;
   if (!o.resume.empty()) state = xgrad::load_tensors<T>(o.resume);
   o.schedule.decay_steps = o.decay_steps.value_or(o.steps);
   const Corpus corpus = load_corpus(o.data, o.model.block);
   o.model.vocab = corpus.chars.size();
-  if (!o.resume.empty() && resumed.at("chars") != hex(corpus.chars)) {
+  if (resumed && resumed->chars != hex(corpus.chars)) {
     throw UsageError{"the character set of " + corpus.source + " differs from that of " + o.resume + " (" +
-                     resumed.at("data") + ")"};
+                     resumed->data + ")"};
   }
   if (corpus.train.size() < o.model.block + 1) throw UsageError{corpus.source + " is too short for --block"};
 
@@ -516,8 +544,8 @@ int train(Options o, const xgrad::CheckpointMetadata& resumed) {
       }
       return *t;
     };
-    step = parse_count("the checkpoint's step", resumed.at("step"), 0);
-    rng.state = std::stoull(resumed.at("data_rng"));
+    step = resumed->step;
+    rng.state = resumed->data_rng;
     for (auto* opt : {&trainer.decayed, &trainer.other}) {
       const auto& group = opt == &trainer.decayed ? m.decayed : m.not_decayed;
       xgrad::AdamState<T> s;
@@ -690,16 +718,15 @@ int train(Options o, const xgrad::CheckpointMetadata& resumed) {
 int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
-    xgrad::CheckpointMetadata resumed;
-    if (!o.resume.empty()) {
-      resumed = xgrad::read_checkpoint_metadata(o.resume);
-      apply_resume_metadata(o, resumed, o.resume);  // the model, its dtype and the schedule
+    std::optional<ResumePoint> resumed;
+    if (!o.resume.empty()) {  // the model, its dtype and the schedule come from the checkpoint
+      resumed = apply_resume_metadata(o, xgrad::read_checkpoint_metadata(o.resume), o.resume);
     }
     return o.dtype == "float64" ? train<double>(o, resumed) : train<float>(o, resumed);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "char_gpt: %s\n(char_gpt --help lists the options)\n", e.message.c_str());
     return 2;
-  } catch (const xgrad::error& e) {
+  } catch (const std::exception& e) {  // xgrad::error (a checkpoint, a file), or out of memory
     std::fprintf(stderr, "char_gpt: %s\n", e.what());
     return 2;
   }

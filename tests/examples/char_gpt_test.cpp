@@ -147,6 +147,8 @@ BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
   BOOST_TEST_REQUIRE(saved.rc == 0, saved.err);
   refused("--data corpus.txt --resume c.safetensors --layers 2 --steps 2",
           "--layers differs from the layers of c.safetensors (1): a resumed run keeps its model, data and schedule");
+  save_tensors<float>(box.path("other.safetensors"), {{"w", xt::zeros<float>({2})}}, {{"d_model", "16"}});
+  refused("--data corpus.txt --resume other.safetensors", "other.safetensors is not a char_gpt checkpoint: its metadata has no 'program'");
   write_text(box.dir / "other.txt", std::string(4000, 'x') + "yz");
   refused("--data other.txt --resume c.safetensors --steps 2", "the character set of other.txt differs from that of c.safetensors");
   const Run help = box.shell("exec '" XGRAD_CHAR_GPT "' --help");
