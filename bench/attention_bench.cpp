@@ -323,6 +323,7 @@ void register_all(const char* dtype) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   register_all<float>("f32");
   register_all<double>("f64");
   benchmark::Initialize(&argc, argv);

@@ -76,6 +76,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   std::string impl, dtype = "float32";
   std::size_t t = 0, d = 64;
   bool lean = false;

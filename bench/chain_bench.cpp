@@ -56,6 +56,7 @@ std::size_t positive(const char* option, const char* text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   std::size_t n = 20000, runs = 5;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -12,6 +12,7 @@
 using namespace xgrad;
 using V = Var<double>;
 int main() {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   std::printf("%-28s %15s %10s %15s\n", "op and shape", "work (visits)", "seconds", "ns per visit");
   const std::size_t E = std::size_t(1) << 24;
   struct Case { const char* name; Shape shape; std::function<V(Graph<double>&, V)> make; };

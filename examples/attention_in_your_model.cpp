@@ -2,6 +2,7 @@
 #include <xgrad/xgrad.hpp>
 
 int main() {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   xgrad::Graph<double> g;
   auto x = g.input("x", xgrad::he_normal<double>({8, 5, 16}, 0));  // stand-in data: (B, T, d_model)
   auto mask = xgrad::causal_mask(5, 5);                             // each token sees itself and its past

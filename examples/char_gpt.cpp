@@ -716,6 +716,7 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   try {
     Options o = parse(argc, argv);
     std::optional<ResumePoint> resumed;

@@ -8,6 +8,7 @@
 #include <xgrad/xgrad.hpp>
 
 int main() {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   xgrad::Graph<float> g;
   const auto q = g.input("q", {{std::log(2.0f)}, {0.0f}});  // (T_q, d_k) = (2, 1)
   const auto k = g.input("k", {{1.0f}, {0.0f}});            // (T_k, d_k) = (2, 1)

@@ -3,6 +3,7 @@
 #include <xgrad/xgrad.hpp>
 
 int main() {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   using namespace xgrad;
   const std::size_t t = 1024, d = 64;
   Graph<float> g;

@@ -5,6 +5,7 @@
 #include <xgrad/xgrad.hpp>
 
 int main() {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   // Unscaled attention (scale 1) on wide keys: scores of variance d_k = 256.
   const std::size_t t_q = 4, t_k = 8, d_k = 256, d_v = 4;
   xgrad::NormalStream normal(7);  // standard normal entries, one seeded stream

@@ -103,6 +103,7 @@ bool parse(int argc, char** argv, long& steps, unsigned long& seed, double& max_
 }  // namespace
 
 int main(int argc, char** argv) {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   long steps = 300;
   unsigned long seed = 1;
   double max_loss = 0;  // 0: check the accuracy

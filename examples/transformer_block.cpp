@@ -6,6 +6,7 @@
 using namespace xgrad;
 
 int main() {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   const std::size_t B = 4, T = 8, d = 16, vocab = 10;
   Graph<float> g;
   const auto weight = [&](const char* name, std::size_t rows, std::size_t cols) {

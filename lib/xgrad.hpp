@@ -28,6 +28,7 @@
 #include <xgrad/ops/embedding.hpp>
 #include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/gelu.hpp>
+#include <xgrad/ops/kernels/blas.hpp>
 #include <xgrad/ops/layer_norm.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>

@@ -31,5 +31,6 @@ extern const Command replay_command;
 extern const Command inspect_command;
 extern const Command saturation_command;
 extern const Command params_command;
+extern const Command info_command;
 
 }  // namespace xgrad::tool

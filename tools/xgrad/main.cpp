@@ -25,7 +25,8 @@ using xgrad::tool::Command;
 const Command* const commands[] = {&xgrad::tool::example_command, &xgrad::tool::attention_command,
                                    &xgrad::tool::gradcheck_command, &xgrad::tool::export_command,
                                    &xgrad::tool::replay_command, &xgrad::tool::inspect_command,
-                                   &xgrad::tool::saturation_command, &xgrad::tool::params_command};
+                                   &xgrad::tool::saturation_command, &xgrad::tool::params_command,
+                                   &xgrad::tool::info_command};
 
 // The command for the out-of-memory line; "xgrad" before one is chosen.
 const char* running = "";
@@ -83,6 +84,7 @@ int stdout_failed(const char* command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU, unless OPENBLAS_CORETYPE is set
   std::set_new_handler(out_of_memory);
   std::signal(SIGXFSZ, SIG_IGN);  // past a file-size limit write() fails with EFBIG, which is reported
   // Output stays in this buffer until the command has finished, so an error or running out of
@@ -102,8 +104,9 @@ int main(int argc, char** argv) {
     running = c->name;
     const xgrad::tool::Phase phase(std::string("running xgrad ") + c->name);
     const std::vector<std::string> rest(args.begin() + 1, args.end());
-    // --help needs no BLAS (nor the memory of its buffer).
-    if (std::none_of(rest.begin(), rest.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    // --help and info need no BLAS (nor the memory of its buffer).
+    if (c != &xgrad::tool::info_command &&
+        std::none_of(rest.begin(), rest.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
       map_blas_buffer(c->name);
     }
     int status = 2;
