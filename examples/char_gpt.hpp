@@ -153,6 +153,9 @@ class Trainer {
     return loss;
   }
 
+  // The gradients, one per parameter in parameters(m)'s order (what a lean replay keeps).
+  const std::vector<Var<T>>& grads() const { return m_grads; }
+
   xgrad::AdamW<T> decayed, other;  // their states are what a checkpoint saves beside the parameters
 
  private:

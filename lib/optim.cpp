@@ -88,18 +88,20 @@ void adam_step(const std::vector<Var<T>>& params, AdamState<T>& state, double lr
   const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2), e = static_cast<T>(eps);
   const T one_minus_b1 = static_cast<T>(1 - beta1), one_minus_b2 = static_cast<T>(1 - beta2);
   for (std::size_t i = 0; i < params.size(); ++i) {
-    xt::xarray<T> p = params[i].value();
+    // In place, in one pass over each array (a parameter is a leaf: only its value changes, as
+    // with Graph::set_value, and no copy is made of it).
+    T* p = const_cast<xt::xarray<T>&>(params[i].value()).data();
     const T* g = grads[i].value().data();
     T* m = state.m[i].data();
     T* v = state.v[i].data();
-    for (std::size_t j = 0; j < p.size(); ++j) {
-      if (weight_decay != 0) p.data()[j] *= decay;
+    const std::size_t n = state.m[i].size();
+    for (std::size_t j = 0; j < n; ++j) {
+      p[j] *= decay;  // 1 exactly without weight decay: p unchanged
       m[j] = m[j] * b1 + one_minus_b1 * g[j];
       v[j] = v[j] * b2 + one_minus_b2 * g[j] * g[j];
       const T denom = std::sqrt(v[j]) / bias_correction2_sqrt + e;
-      p.data()[j] = p.data()[j] + step_size * m[j] / denom;
+      p[j] = p[j] + step_size * m[j] / denom;
     }
-    params[i].graph().set_value(params[i], std::move(p));
   }
 }
 
@@ -154,13 +156,12 @@ void Sgd<T>::step(const std::vector<Var<T>>& grads) {
   check_grads(m_params, grads, "Sgd::step");
   for (std::size_t i = 0; i < m_params.size(); ++i) {
     xt::xarray<T>& vel = m_velocity[i];
-    xt::xarray<T> p = m_params[i].value();
+    T* p = const_cast<xt::xarray<T>&>(m_params[i].value()).data();  // in place, as adam_step
     const T* g = grads[i].value().data();
-    for (std::size_t j = 0; j < p.size(); ++j) {
+    for (std::size_t j = 0; j < vel.size(); ++j) {
       vel.data()[j] = static_cast<T>(m_momentum) * vel.data()[j] + g[j];
-      p.data()[j] -= static_cast<T>(m_lr) * vel.data()[j];
+      p[j] -= static_cast<T>(m_lr) * vel.data()[j];
     }
-    m_params[i].graph().set_value(m_params[i], std::move(p));
   }
 }
 

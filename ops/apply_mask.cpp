@@ -4,7 +4,6 @@
 // saves:   fill.
 #include <xgrad/ops/apply_mask.hpp>
 
-#include <xtensor/xbroadcast.hpp>
 #include <xtensor/xbuilder.hpp>
 
 #include <xgrad/ops/kernels/common.hpp>
@@ -33,17 +32,11 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
     return x[0];
   }
 
+  // A broadcast mask is read in place, row by row (no array of x's shape is made of it).
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const xt::xarray<T>& a = *x[0];
     const T fill = static_cast<T>(m_fill);
-    if (shapes_equal(x[1]->shape(), a.shape())) {
-      const T* m = x[1]->data();
-      for (std::size_t i = 0, n = a.size(); i < n; ++i) y.data()[i] = m[i] != 0 ? a.data()[i] : fill;
-      return;
-    }
-    const xt::xarray<T> m = xt::broadcast(*x[1], a.shape());
-    for (std::size_t i = 0, n = a.size(); i < n; ++i) y.data()[i] = m.data()[i] != 0 ? a.data()[i] : fill;
+    detail::broadcast_binary(*x[0], *x[1], y, [fill](T a, T m) { return m != 0 ? a : fill; });
   }
 
   template <class T>
