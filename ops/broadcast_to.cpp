@@ -3,7 +3,6 @@
 // saves:   the target shape.
 #include <xgrad/ops/broadcast_to.hpp>
 
-
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/sum_to.hpp>
