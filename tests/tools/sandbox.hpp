@@ -2,7 +2,9 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -37,8 +39,11 @@ inline void write_text(const fs::path& path, const std::string& text) {
 struct Sandbox {
   fs::path dir;
   Sandbox() {
-    dir = fs::temp_directory_path() /
-          ("xgrad_cli_" + std::string(boost::unit_test::framework::current_test_case().p_name.get()));
+    // Named after the suite and the case, and this process: suites of one case name (cli and
+    // params_cli) run at once under ctest -j.
+    std::string name = boost::unit_test::framework::current_test_case().full_name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir = fs::temp_directory_path() / ("xgrad_" + name + "_" + std::to_string(getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
     // The documented example as JSON files.
