@@ -24,6 +24,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -599,6 +600,7 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
     for (const auto& weights : m.attention_weights) {
       const auto d = std::find_if(diagnostics.begin(), diagnostics.end(),
                                   [&](const xgrad::SoftmaxDiagnostics& s) { return s.node == weights.id(); });
+      if (d == diagnostics.end()) throw std::logic_error("no diagnostics for softmax node " + std::to_string(weights.id()));
       std::vector<double> per_head(H, 0.0);
       for (std::size_t r = 0; r < d->rows.size(); ++r) per_head[(r / T_) % H] += d->rows[r].normalized_entropy;
       for (double& h : per_head) h /= static_cast<double>(d->rows.size() / H);

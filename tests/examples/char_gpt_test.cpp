@@ -149,6 +149,20 @@ BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
           "--layers differs from the layers of c.safetensors (1): a resumed run keeps its model, data and schedule");
   save_tensors<float>(box.path("other.safetensors"), {{"w", xt::zeros<float>({2})}}, {{"d_model", "16"}});
   refused("--data corpus.txt --resume other.safetensors", "other.safetensors is not a char_gpt checkpoint: its metadata has no 'program'");
+  // A checkpoint without a tensor the model needs, or with a malformed generator state.
+  TensorFile<float> saved_state = load_tensors<float>(box.path("c.safetensors"));
+  std::map<std::string, xt::xarray<float>> without_wte;
+  for (const auto& [name, t] : saved_state.tensors) {
+    if (name != "wte") without_wte[name] = t;
+  }
+  save_tensors(box.path("no_wte.safetensors"), without_wte, saved_state.metadata);
+  refused("--data corpus.txt --resume no_wte.safetensors --steps 2",
+          "no_wte.safetensors: tensor 'wte' is missing, the model needs (2, 8)");
+  CheckpointMetadata bad_rng = saved_state.metadata;
+  bad_rng["data_rng"] = "x12";
+  std::map<std::string, xt::xarray<float>> all(saved_state.tensors.begin(), saved_state.tensors.end());
+  save_tensors(box.path("bad_rng.safetensors"), all, bad_rng);
+  refused("--data corpus.txt --resume bad_rng.safetensors --steps 2", "bad_rng.safetensors's data_rng is not a 64-bit number");
   write_text(box.dir / "other.txt", std::string(4000, 'x') + "yz");
   refused("--data other.txt --resume c.safetensors --steps 2", "the character set of other.txt differs from that of c.safetensors");
   const Run help = box.shell("exec '" XGRAD_CHAR_GPT "' --help");
