@@ -3,7 +3,7 @@
 // AdamW), on random tokens. bench/model_compare.py runs it beside PyTorch.
 //
 //   xgrad_model_bench --model stack|char_gpt [--dtype float32|float64] [--steps N] [--full]
-//                     [--batch B] [--block T]
+//                     [--batch B] [--block T] [--profile]
 //
 // Models: `stack`, the 2-layer causal transformer of issue 19 (B 16, T 64, d 128, 4 heads, MLP
 // 512; char_gpt's blocks, with its embeddings and head over 114 tokens), and `char_gpt`, its
@@ -13,12 +13,16 @@
 // steps (after 3 not timed), the median of the same step's bare GEMMs (every matmul node's
 // products, by the calls matmul makes, on buffers of their sizes), their ratio, and the peak RSS
 // of the timed steps less the RSS before the model was built: what the model and its step hold.
+// --profile then runs --steps more steps with Graph::time_nodes and prints, op by op (forward and
+// backward nodes apart), the nodes, the ms a step and the share of the step; "outside the graph"
+// is the rest of the step (gradient clipping, AdamW).
 #include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -90,8 +94,34 @@ void restart_peak() {
   }
 }
 
+// The time of each op's nodes over `steps` steps, op by op, forward and backward apart.
 template <class T>
-int run(const std::string& model, char_gpt::Config c, std::size_t batch, std::size_t steps, bool lean) {
+void print_profile(const Graph<T>& g, const std::vector<double>& seconds, std::size_t steps, double step_ms) {
+  struct Row {
+    std::size_t nodes = 0;
+    double ms = 0;
+  };
+  std::map<std::string, Row> rows;
+  double nodes_ms = 0;
+  for (std::size_t id = 0; id < std::min(seconds.size(), g.size()); ++id) {
+    const auto& n = g.node(id);
+    if (n.is_leaf() || seconds[id] == 0) continue;
+    Row& r = rows[n.op_name() + (n.in_backward() ? " (backward)" : "")];
+    ++r.nodes;
+    r.ms += 1e3 * seconds[id] / static_cast<double>(steps);
+    nodes_ms += 1e3 * seconds[id] / static_cast<double>(steps);
+  }
+  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::printf("%-28s %6s %10s %7s\n", "op", "nodes", "ms/step", "share");
+  for (const auto& [name, r] : sorted) {
+    std::printf("%-28s %6zu %10.3f %6.1f%%\n", name.c_str(), r.nodes, r.ms, 100 * r.ms / step_ms);
+  }
+  std::printf("%-28s %6s %10.3f %6.1f%%\n", "outside the graph", "", step_ms - nodes_ms, 100 * (step_ms - nodes_ms) / step_ms);
+}
+
+template <class T>
+int run(const std::string& model, char_gpt::Config c, std::size_t batch, std::size_t steps, bool lean, bool profile) {
   const double baseline = status_mib("VmRSS");  // before the model: the program, its libraries, OpenBLAS
   c.vocab = 114;
   Graph<T> g;
@@ -134,6 +164,23 @@ int run(const std::string& model, char_gpt::Config c, std::size_t batch, std::si
               "gemm_calls %zu  step_peak_MiB %.1f\n",
               model.c_str(), sizeof(T) == 4 ? "float32" : "float64", xgrad::blas_info().threads, batch, c.block,
               lean ? "lean" : "full", step, gemms, step / gemms, calls.size(), status_mib("VmHWM") - baseline);
+  if (profile) {
+    std::vector<double> seconds;
+    std::vector<double> profiled_ms;
+    g.time_nodes(&seconds);
+    for (std::size_t s = 0; s < steps; ++s) {
+      for (auto& v : x) v = static_cast<std::int64_t>(next() % c.vocab);
+      for (auto& v : y) v = static_cast<std::int64_t>(next() % c.vocab);
+      char_gpt::feed(g, m, x, y);
+      const auto t0 = clock();
+      trainer.step(1e-3);
+      profiled_ms.push_back(std::chrono::duration<double, std::milli>(clock() - t0).count());
+    }
+    g.time_nodes(nullptr);
+    double total = 0;
+    for (double v : profiled_ms) total += v;
+    print_profile(g, seconds, steps, total / static_cast<double>(steps));
+  }
   return 0;
 }
 
@@ -143,7 +190,7 @@ int main(int argc, char** argv) {
   xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
   std::string model = "stack", dtype = "float32";
   std::size_t steps = 20, batch = 0, block = 0;
-  bool lean = true;
+  bool lean = true, profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -159,9 +206,11 @@ int main(int argc, char** argv) {
       block = std::strtoul(argv[++i], nullptr, 10);
     } else if (a == "--full") {
       lean = false;
+    } else if (a == "--profile") {
+      profile = true;
     } else {
       std::fprintf(stderr, "usage: xgrad_model_bench --model stack|char_gpt [--dtype float32|float64] [--steps N] "
-                           "[--full] [--batch B] [--block T]\n");
+                           "[--full] [--batch B] [--block T] [--profile]\n");
       return 2;
     }
   }
@@ -180,5 +229,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xgrad_model_bench: --steps must be >= 1 and --dtype float32|float64\n");
     return 2;
   }
-  return dtype == "float64" ? run<double>(model, c, b, steps, lean) : run<float>(model, c, b, steps, lean);
+  return dtype == "float64" ? run<double>(model, c, b, steps, lean, profile) : run<float>(model, c, b, steps, lean, profile);
 }

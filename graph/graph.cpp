@@ -1,6 +1,7 @@
 #include <xgrad/graph/graph.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace xgrad {
@@ -274,7 +275,14 @@ void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const s
     if (!shapes_equal(shapes[k], n.outputs[k].value.shape())) n.outputs[k].value.resize(shapes[k]);
     outs.push_back(&n.outputs[k].value);
   }
+  if (!m_node_seconds) {
+    with_node_context(*n.op, id, [&] { n.op->forward(args, outs); });
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
   with_node_context(*n.op, id, [&] { n.op->forward(args, outs); });
+  if (m_node_seconds->size() <= id) m_node_seconds->resize(id + 1, 0.0);
+  (*m_node_seconds)[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 template <class T>

@@ -177,6 +177,11 @@ class Graph {
   // The elements the graph holds: its nodes' values and a lean graph's spare buffers.
   std::size_t held_elements() const;
 
+  // Node timing, for profiles (bench/model_bench.cpp --profile): while set, every forward a node
+  // runs (when it is made, and in each replay) adds its wall time in seconds to (*seconds)[id],
+  // growing the vector as needed. nullptr, the default, stops it. The vector must outlive that.
+  void time_nodes(std::vector<double>* seconds) { m_node_seconds = seconds; }
+
   // Names for exports: "outputs" and "grads" of the JSON format. A name set again is replaced.
   void set_output(std::string name, const Var<T>& v);
   void set_grad(std::string name, const Var<T>& v);
@@ -237,6 +242,7 @@ class Graph {
   std::map<std::string, Slot> m_outputs, m_grads;
   std::uint64_t m_step = 0;  // the run state: set_step, set_training
   bool m_training = true;
+  std::vector<double>* m_node_seconds = nullptr;  // time_nodes
 };
 
 // A constant leaf of zeros of x's shape, named "zeros": the gradient where none flows (grad()

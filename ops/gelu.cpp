@@ -1,10 +1,17 @@
+// gelu
 // forward: y = 0.5 x (1 + erf(x / sqrt 2))                               (none)
-//          y = 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3)   (tanh)
-// VJP:     grad_x = g (Phi(x) + x phi(x)), Phi the normal CDF, phi its density      (none)
-//          grad_x = g (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715 x^2)),
-//          t = tanh(u)                                                             (tanh)
-//          both as nodes of x and g, so the VJP has a VJP
+//          y = 0.5 x (1 + tanh(u)), u = c (x + k x^3), c = sqrt(2 / pi), k = 0.044715   (tanh)
+// VJP:     grad_x = gelu_vjp(x, g)
 // saves:   nothing beyond x.
+//
+// gelu_vjp (x, g of one shape)
+// forward: z = g gelu'(x) = g (Phi(x) + x phi(x)), Phi the normal CDF, phi its density    (none)
+//            = g (0.5 (1 + t) + 0.5 x (1 - t^2) u'), t = tanh(u), u' = c (1 + 3 k x^2)   (tanh)
+// VJP:     grad_g = gelu_vjp(x, G)
+//          grad_x = G g gelu''(x) = G g phi(x) (2 - x^2)                                   (none)
+//                 = G g (1 - t^2) (u' - x t u'^2 + 3 c k x^2)                              (tanh)
+//          as nodes of x, g and G, so derivatives of every order exist
+// saves:   nothing beyond x and g.
 #include <xgrad/ops/gelu.hpp>
 
 #include <cmath>
@@ -28,9 +35,10 @@ constexpr double inv_sqrt_2pi = 0.39894228040143267794;    // 1 / sqrt(2 pi), th
 constexpr double sqrt_2_over_pi = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kappa = 0.044715;
 
-// Element visits of one element beyond reading x and writing y: an erf or a tanh and a few
-// multiplies (bench/work_bench.cpp).
+// Element visits of one element beyond reading the inputs and writing the output
+// (bench/work_bench.cpp): an erf or a tanh and a few multiplies; the VJP's adds an exp.
 constexpr double cost = 8;
+constexpr double vjp_cost = 12;
 
 class GeluOp final : public OpFor<GeluOp> {
  public:
@@ -65,19 +73,85 @@ class GeluOp final : public OpFor<GeluOp> {
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    const Var<T>& x = v.x[0];
-    const Var<T>& g = v.grad_out;
-    if (m_approx == GeluApprox::none) {
-      const Var<T> cdf_part = scale(add(g, mul(g, erf(scale(x, sqrt_half)))), 0.5);  // g Phi(x)
-      const Var<T> density = scale(exp(scale(mul(x, x), -0.5)), inv_sqrt_2pi);     // phi(x)
-      return {add(cdf_part, mul(mul(g, x), density))};
+    return {gelu_vjp(v.x[0], v.grad_out, m_approx)};
+  }
+
+ private:
+  GeluApprox m_approx;
+};
+
+class GeluVjpOp final : public OpFor<GeluVjpOp> {
+ public:
+  explicit GeluVjpOp(GeluApprox approx) : m_approx(approx) {}
+
+  std::string name() const override { return "gelu_vjp"; }
+  std::size_t arity() const override { return 2; }
+  bool overwrites_input(std::size_t) const override { return true; }  // element by element
+  Json attrs() const override { return {{key_approximate, approx_names[static_cast<int>(m_approx)]}}; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    if (!shapes_equal(x[0], x[1])) {
+      throw error("x and grad_out differ in shape: x is " + shape_str(x[0]) + ", grad_out is " + shape_str(x[1]));
     }
+    return x[0];
+  }
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
+    return Op::work(x, y) + vjp_cost * element_count(y[0]);
+  }
+
+  // Each element with the roundings, in the order, of the nodes gelu's VJP was built of before it
+  // was one node (scale, erf, mul, add, exp; tanh), so that the gradients kept their bits.
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const T* xs = x[0]->data();
+    const T* gs = x[1]->data();
+    T* dst = y.data();
+    const auto run = [&](auto f) {
+      detail::parallel_for(y.size(), 16, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) dst[i] = f(xs[i], gs[i]);
+      });
+    };
+    if (m_approx == GeluApprox::none) {
+      run([](T v, T g) {
+        const T cdf_part = (g + g * std::erf(v * T(sqrt_half))) * T(0.5);         // g Phi(x)
+        const T density = std::exp((v * v) * T(-0.5)) * T(inv_sqrt_2pi);         // phi(x)
+        return cdf_part + (g * v) * density;
+      });
+    } else {
+      run([](T v, T g) {
+        const T x2 = v * v;
+        const T t = std::tanh((v + (v * x2) * T(kappa)) * T(sqrt_2_over_pi));
+        const T gx = g * v;
+        const T h = gx - gx * (t * t);                                            // g x (1 - t^2)
+        const T inner = (h + (h * x2) * T(3 * kappa)) * T(0.5 * sqrt_2_over_pi);
+        return (g + g * t) * T(0.5) + inner;
+      });
+    }
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const Var<T>& x = v.x[0];
+    const Var<T>& g = v.x[1];
+    const Var<T>& gz = v.grad_out;
+    std::vector<Var<T>> grads(2);
+    if (v.wanted[1]) grads[1] = gelu_vjp(x, gz, m_approx);
+    if (!v.wanted[0]) return grads;
     const Var<T> x2 = mul(x, x);
+    const Var<T> m = mul(gz, g);
+    if (m_approx == GeluApprox::none) {
+      const Var<T> h = mul(m, scale(exp(scale(x2, -0.5)), inv_sqrt_2pi));  // G g phi(x)
+      grads[0] = sub(scale(h, 2), mul(h, x2));                                // G g phi(x) (2 - x^2)
+      return grads;
+    }
     const Var<T> t = tanh(scale(add(x, scale(mul(x, x2), kappa)), sqrt_2_over_pi));
-    const Var<T> gx = mul(g, x);
-    const Var<T> h = sub(gx, mul(gx, mul(t, t)));  // g x (1 - t^2)
-    const Var<T> inner = scale(add(h, scale(mul(h, x2), 3 * kappa)), 0.5 * sqrt_2_over_pi);
-    return {add(scale(add(g, mul(g, t)), 0.5), inner)};
+    const Var<T> ms = sub(m, mul(m, mul(t, t)));                               // G g (1 - t^2)
+    const auto times_du = [&](const Var<T>& a) {                              // a u'
+      return scale(add(a, scale(mul(a, x2), 3 * kappa)), sqrt_2_over_pi);
+    };
+    const Var<T> a = times_du(ms);
+    grads[0] = add(sub(a, mul(mul(times_du(a), x), t)), scale(mul(ms, x2), 3 * kappa * sqrt_2_over_pi));
+    return grads;
   }
 
  private:
@@ -91,17 +165,31 @@ Var<T> gelu(const Var<T>& x, GeluApprox approx) {
   return x.graph().apply(std::make_shared<GeluOp>(approx), {x});
 }
 
-std::shared_ptr<const Op> make_gelu_op(const JsonCursor& attrs) {
+template <class T>
+Var<T> gelu_vjp(const Var<T>& x, const Var<T>& grad_out, GeluApprox approx) {
+  return x.graph().apply(std::make_shared<GeluVjpOp>(approx), {x, grad_out});
+}
+
+namespace {
+GeluApprox approx_from(const JsonCursor& attrs) {
   attrs.check_object({key_approximate});
   const JsonCursor c = attrs[key_approximate];
   const std::string name = c.string();
   for (int i = 0; i < 2; ++i) {
-    if (name == approx_names[i]) return std::make_shared<GeluOp>(static_cast<GeluApprox>(i));
+    if (name == approx_names[i]) return static_cast<GeluApprox>(i);
   }
   c.fail("expected \"none\" or \"tanh\", got \"" + name + "\"");
+}
+}  // namespace
+
+std::shared_ptr<const Op> make_gelu_op(const JsonCursor& attrs) { return std::make_shared<GeluOp>(approx_from(attrs)); }
+std::shared_ptr<const Op> make_gelu_vjp_op(const JsonCursor& attrs) {
+  return std::make_shared<GeluVjpOp>(approx_from(attrs));
 }
 
 template Var<float> gelu(const Var<float>&, GeluApprox);
 template Var<double> gelu(const Var<double>&, GeluApprox);
+template Var<float> gelu_vjp(const Var<float>&, const Var<float>&, GeluApprox);
+template Var<double> gelu_vjp(const Var<double>&, const Var<double>&, GeluApprox);
 
 }  // namespace xgrad

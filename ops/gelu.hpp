@@ -14,12 +14,21 @@ enum class GeluApprox {
 
 // y = gelu(x) element by element, any shape, with PyTorch's CPU formulas (float64 agrees with
 // PyTorch to 1e-15 relative). gelu(inf) = inf; gelu(-inf) and gelu(NaN) are NaN (-inf times 0),
-// as in PyTorch. The VJP is built from nodes (erf or tanh, exp, mul, ...), so derivatives of
-// every order exist.
+// as in PyTorch. The VJP is one gelu_vjp node, whose own VJP is built from nodes (erf or tanh,
+// exp, mul, ...), so derivatives of every order exist.
 template <class T>
 Var<T> gelu(const Var<T>& x, GeluApprox approx = GeluApprox::none);
 
-// The op from its exported attributes (ops/registry).
+// z = grad_out * gelu'(x), element by element: gelu's VJP as one fused node, one pass over x and
+// grad_out (which have the same shape; throws xgrad::error naming both shapes otherwise). The
+// same bits as the nodes it replaces (erf, exp, mul, add, scale: the same roundings in the same
+// order). Its VJP: grad_out's gradient is gelu_vjp(x, grad_z), x's is grad_z grad_out gelu''(x),
+// of erf or tanh, exp, mul and scale nodes.
+template <class T>
+Var<T> gelu_vjp(const Var<T>& x, const Var<T>& grad_out, GeluApprox approx = GeluApprox::none);
+
+// The ops from their exported attributes (ops/registry).
 std::shared_ptr<const Op> make_gelu_op(const JsonCursor& attrs);
+std::shared_ptr<const Op> make_gelu_vjp_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

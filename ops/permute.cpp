@@ -3,7 +3,10 @@
 // saves:   the axes.
 #include <xgrad/ops/permute.hpp>
 
+#include <algorithm>
+
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 namespace xgrad {
 
@@ -44,22 +47,36 @@ class PermuteOp final : public OpFor<PermuteOp> {
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const xt::xarray<T>& a = *x[0];
-    const std::size_t rank = m_axes.size();
+    std::size_t rank = m_axes.size();
+    // Trailing axes that stay where they are make one contiguous run in x and in y (the head
+    // split (B, T, H, d) -> (B, H, T, d) copies runs of d): copy runs, and walk the others.
+    std::size_t run = 1;
+    while (rank > 0 && m_axes[rank - 1] == rank - 1) run *= y.shape()[--rank];
+    if (y.size() == 0) return;
     // x's row-major strides, read in y's axis order.
-    std::vector<std::size_t> stride(rank, 1), in_stride(rank);
-    for (std::size_t i = rank; i-- > 1;) stride[i - 1] = stride[i] * a.shape()[i];
+    std::vector<std::size_t> stride(m_axes.size(), 1), in_stride(rank);
+    for (std::size_t i = m_axes.size(); i-- > 1;) stride[i - 1] = stride[i] * a.shape()[i];
     for (std::size_t i = 0; i < rank; ++i) in_stride[i] = stride[m_axes[i]];
-    std::vector<std::size_t> index(rank, 0);
-    std::size_t offset = 0;
-    for (std::size_t f = 0, n = y.size(); f < n; ++f) {
-      y.data()[f] = a.data()[offset];
-      for (std::size_t i = rank; i-- > 0;) {  // the next index of y, in row-major order
-        offset += in_stride[i];
-        if (++index[i] < y.shape()[i]) break;
-        offset -= in_stride[i] * index[i];
-        index[i] = 0;
+    const T* src = a.data();
+    T* dst = y.data();
+    detail::parallel_for(y.size() / run, run + 4, [&](std::size_t begin, std::size_t end) {
+      std::vector<std::size_t> index(rank, 0);
+      std::size_t offset = 0;
+      for (std::size_t i = rank, rest = begin; i-- > 0;) {  // the index of run `begin`, and its offset in x
+        index[i] = rest % y.shape()[i];
+        rest /= y.shape()[i];
+        offset += index[i] * in_stride[i];
       }
-    }
+      for (std::size_t r = begin; r < end; ++r) {
+        std::copy_n(src + offset, run, dst + r * run);
+        for (std::size_t i = rank; i-- > 0;) {  // the next run of y, in row-major order
+          offset += in_stride[i];
+          if (++index[i] < y.shape()[i]) break;
+          offset -= in_stride[i] * index[i];
+          index[i] = 0;
+        }
+      }
+    });
   }
 
   template <class T>

@@ -43,6 +43,7 @@ const Entry registry[] = {
     {"flash_attention", make_flash_attention_op},
     {"flash_attention_vjp", make_flash_attention_vjp_op},
     {"gelu", make_gelu_op},
+    {"gelu_vjp", make_gelu_vjp_op},
     {"layer_norm", make_layer_norm_op},
     {"log_softmax", make_log_softmax_op},
     {"matmul", make_matmul_op},

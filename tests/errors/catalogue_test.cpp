@@ -278,6 +278,7 @@ std::vector<Row> rows() {
       {"O66", "embedding_vjp", "a grad_out that is not (ids..., d)", Kind::error, [] { Fixture x; embedding_vjp(x.q, x.g.indices("ids", xt::xarray<std::int64_t>{0, 1, 2}), 4); }, {"embedding_vjp (node 5): grad_out (2, 3) must be (ids..., d) for ids (3,)"}},
       {"O67", "embedding_vjp", "a gradient of too many elements", Kind::error, [] { Fixture x; embedding_vjp(x.flat, x.g.indices("id", xt::xarray<std::int64_t>(0)), std::size_t(1) << 27); }, {"embedding_vjp (node 5): the gradient (134217728, 3) (V, d) of a table of 134217728 rows", "more than 268435456 elements"}},
       {"O68", "dropout", "p outside [0, 1] (NaN included)", Kind::error, [] { Fixture x; dropout(x.q, 1.5, 7); }, {"dropout (node 4): p must be in [0, 1], got 1.5"}},
+      {"O69", "gelu_vjp", "x and grad_out differ in shape", Kind::error, [] { Fixture x; gelu_vjp(x.q, x.k); }, {"gelu_vjp (node 4): x and grad_out differ in shape: x is (2, 3), grad_out is (4, 3)"}},
       // attention.
       {"A01", "attention", "rank < 2", Kind::error, [] { Fixture x; attention(x.flat, x.k, x.v); }, {"rank >= 2", "q is (3,)"}},
       {"A02", "attention", "batch axes differ", Kind::error, [] { Fixture x; auto qb = x.g.input("qb", z({2, 2, 3})); attention(qb, x.k, x.v); }, {"batch axes differ", "(2, 2, 3)", "(4, 3)"}},

@@ -91,8 +91,9 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
   const auto row = g.input("row", random_array<double>({1, 700}, 3));
   const auto w = softmax(a);
   std::vector<Var<double>> nodes = {w, softmax(a, 0), softmax_vjp(w, b), softmax_vjp(w, b, 0), scale(a, 0.3),
-                                    softmax_vjp(w, w), dropout(a, 0.3, 7), gelu(a), gelu(a, GeluApprox::tanh)};
-  std::size_t rows = 0, expected = 12;  // the checks of these nodes, one for each input of a's shape
+                                    softmax_vjp(w, w), dropout(a, 0.3, 7), gelu(a), gelu(a, GeluApprox::tanh),
+                                    gelu_vjp(a, b), gelu_vjp(a, b, GeluApprox::tanh), gelu_vjp(a, a)};
+  std::size_t rows = 0, expected = 18;  // the checks of these nodes, one for each input of a's shape
   // Every row of ops/elementwise.def: a unary op on a (1 check); a binary one on a and b (2), on
   // a row broadcast either side (1 and 1), and on a twice (2).
 #define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
@@ -120,7 +121,7 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
     }
   }
   BOOST_TEST(checked == expected);
-  BOOST_TEST(ops.size() == 5 + rows);
+  BOOST_TEST(ops.size() == 6 + rows);
 }
 
 BOOST_AUTO_TEST_CASE(kept_nodes_and_new_nodes) {

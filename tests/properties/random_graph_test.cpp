@@ -455,8 +455,8 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-21 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 22, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-22 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 23, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
@@ -634,6 +634,24 @@ class RandomGraph {
         }
         return add_ref(gelu(x, approx), y);
       }
+      case 22: {  // gelu_vjp: grad_out * gelu'(x)
+        const GeluApprox approx = pick(0, 1) ? GeluApprox::tanh : GeluApprox::none;
+        const Var<double> g = node_or_leaf_like(s);
+        const Ref rg = ref(g);
+        Ref z = rx;
+        for (std::size_t i = 0; i < z.data.size(); ++i) {
+          const double e = rx.data[i];
+          double d;
+          if (approx == GeluApprox::none) {
+            d = 0.5 * (1 + std::erf(e / std::sqrt(2.0))) + e * std::exp(-0.5 * e * e) / std::sqrt(2 * M_PI);
+          } else {
+            const double c = std::sqrt(2 / M_PI), t = std::tanh(c * (e + 0.044715 * e * e * e));
+            d = 0.5 * (1 + t) + 0.5 * e * (1 - t * t) * c * (1 + 3 * 0.044715 * e * e);
+          }
+          z.data[i] = rg.data[i] * d;
+        }
+        return add_ref(gelu_vjp(x, g, approx), z);
+      }
       case 21: {  // layer_norm over the last axis, its three outputs
         const std::size_t d = s.back();
         const Var<double> gamma = node_or_leaf_like({d}), beta = node_or_leaf_like({d});
@@ -673,7 +691,7 @@ class RandomGraph {
   std::vector<std::vector<Ref>> m_refs;
 };
 
-constexpr int cases = 300;
+constexpr int cases = 340;
 
 }  // namespace
 
@@ -750,7 +768,7 @@ BOOST_AUTO_TEST_CASE(lean_replay_gives_a_full_replays_bits) {
   // The ops that declare Op::overwrites_input, each checked with y the very array of its input
   // by lean/ops_that_overwrite_inputs_give_the_same_bits: these and the rows of
   // ops/elementwise.def, which that test walks; another op must be added there.
-  std::set<std::string> checked_ops = {"softmax", "softmax_vjp", "scale", "dropout", "gelu"};
+  std::set<std::string> checked_ops = {"softmax", "softmax_vjp", "scale", "dropout", "gelu", "gelu_vjp"};
   for (const UnaryRow& row : unary_rows) checked_ops.insert(row.name);
   for (const BinaryRow& row : binary_rows) checked_ops.insert(row.name);
   std::set<std::string> declaring;
