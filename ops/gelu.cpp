@@ -14,12 +14,15 @@
 // saves:   nothing beyond x and g.
 #include <xgrad/ops/gelu.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
+#include <xgrad/ops/kernels/vector_erf.hpp>
 #include <xgrad/ops/scale.hpp>
 
 namespace xgrad {
@@ -40,6 +43,22 @@ constexpr double kappa = 0.044715;
 constexpr double cost = 8;
 constexpr double vjp_cost = 12;
 
+// Elements a block of the erf form works on at once, in arrays on the stack (vector_erf, row_exp).
+constexpr std::size_t block = 256;
+
+// f(begin, n, scratch) on blocks of at most `block` elements covering [0, count), spread over the
+// thread pool; scratch holds `block` T for f's use.
+template <class T, class F>
+void in_blocks(std::size_t count, F f) {
+  detail::parallel_for((count + block - 1) / block, 8 * block, [&](std::size_t first, std::size_t last) {
+    for (std::size_t b = first; b < last; ++b) {
+      T scratch[block];
+      const std::size_t begin = b * block;
+      f(begin, std::min(block, count - begin), scratch);
+    }
+  });
+}
+
 class GeluOp final : public OpFor<GeluOp> {
  public:
   explicit GeluOp(GeluApprox approx) : m_approx(approx) {}
@@ -58,17 +77,21 @@ class GeluOp final : public OpFor<GeluOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const T* src = x[0]->data();
     T* dst = y.data();
-    // As PyTorch's GeluKernel.cpp (scalar path), in T.
-    const auto run = [&](auto f) {
-      detail::parallel_for(y.size(), 8, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) dst[i] = f(src[i]);
-      });
-    };
+    // As PyTorch's GeluKernel.cpp (scalar path), in T; erf over blocks (vector_erf).
     if (m_approx == GeluApprox::none) {
-      run([](T v) { return v * T(0.5) * (T(1) + std::erf(v * T(sqrt_half))); });
-    } else {
-      run([](T v) { return T(0.5) * v * (T(1) + std::tanh(T(sqrt_2_over_pi) * (v + T(kappa) * v * v * v))); });
+      in_blocks<T>(y.size(), [&](std::size_t i, std::size_t n, T* t) {
+        for (std::size_t j = 0; j < n; ++j) t[j] = src[i + j] * T(sqrt_half);
+        detail::vector_erf(t, t, n);
+        for (std::size_t j = 0; j < n; ++j) dst[i + j] = src[i + j] * T(0.5) * (T(1) + t[j]);
+      });
+      return;
     }
+    detail::parallel_for(y.size(), 8, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const T v = src[i];
+        dst[i] = T(0.5) * v * (T(1) + std::tanh(T(sqrt_2_over_pi) * (v + T(kappa) * v * v * v)));
+      }
+    });
   }
 
   template <class T>
@@ -100,33 +123,43 @@ class GeluVjpOp final : public OpFor<GeluVjpOp> {
   }
 
   // Each element with the roundings, in the order, of the nodes gelu's VJP was built of before it
-  // was one node (scale, erf, mul, add, exp; tanh), so that the gradients kept their bits.
+  // was one node (scale, erf, exp, mul, add; tanh), erf and exp over blocks: vector_erf and
+  // row_exp (ops/kernels/vexp.hpp) where the nodes had std::erf and std::exp.
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const T* xs = x[0]->data();
     const T* gs = x[1]->data();
     T* dst = y.data();
-    const auto run = [&](auto f) {
-      detail::parallel_for(y.size(), 16, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) dst[i] = f(xs[i], gs[i]);
-      });
-    };
     if (m_approx == GeluApprox::none) {
-      run([](T v, T g) {
-        const T cdf_part = (g + g * std::erf(v * T(sqrt_half))) * T(0.5);         // g Phi(x)
-        const T density = std::exp((v * v) * T(-0.5)) * T(inv_sqrt_2pi);         // phi(x)
-        return cdf_part + (g * v) * density;
+      in_blocks<T>(y.size(), [&](std::size_t i, std::size_t n, T* e) {
+        T q[block];
+        for (std::size_t j = 0; j < n; ++j) {
+          const T v = xs[i + j];
+          e[j] = v * T(sqrt_half);
+          q[j] = (v * v) * T(-0.5);
+        }
+        detail::vector_erf(e, e, n);
+        detail::row_exp(q, T(0), q, n, 1);
+        for (std::size_t j = 0; j < n; ++j) {
+          const T v = xs[i + j], g = gs[i + j];
+          const T cdf_part = (g + g * e[j]) * T(0.5);  // g Phi(x)
+          const T density = q[j] * T(inv_sqrt_2pi);    // phi(x)
+          dst[i + j] = cdf_part + (g * v) * density;
+        }
       });
-    } else {
-      run([](T v, T g) {
+      return;
+    }
+    detail::parallel_for(y.size(), 16, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const T v = xs[i], g = gs[i];
         const T x2 = v * v;
         const T t = std::tanh((v + (v * x2) * T(kappa)) * T(sqrt_2_over_pi));
         const T gx = g * v;
-        const T h = gx - gx * (t * t);                                            // g x (1 - t^2)
+        const T h = gx - gx * (t * t);  // g x (1 - t^2)
         const T inner = (h + (h * x2) * T(3 * kappa)) * T(0.5 * sqrt_2_over_pi);
-        return (g + g * t) * T(0.5) + inner;
-      });
-    }
+        dst[i] = (g + g * t) * T(0.5) + inner;
+      }
+    });
   }
 
   template <class T>

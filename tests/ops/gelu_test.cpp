@@ -73,11 +73,12 @@ BOOST_AUTO_TEST_CASE(vjp_matches_hand_values) {
   BOOST_TEST(gelu_vjp(x, u, GeluApprox::tanh).value()(0) == 0.5);  // 0.5 (1 + tanh 0)
 }
 
-BOOST_AUTO_TEST_CASE(gradient_is_one_node_with_the_bits_of_the_nodes_it_replaced) {
+BOOST_AUTO_TEST_CASE(gradient_is_one_node_that_agrees_with_the_nodes_it_replaced) {
   // gelu's VJP was erf, exp, tanh, mul, add and scale nodes before it was one gelu_vjp node; the
-  // node rounds in their order, so every gradient through a gelu kept its bits. The composition
-  // is rebuilt here from those ops, in float32 and float64, over a wide range of x.
-  const auto check = [](auto zero) {
+  // node rounds in their order, with vector_erf and row_exp for std::erf and std::exp (the tanh
+  // form keeps std::tanh: the same bits). The composition is rebuilt here from those ops, in
+  // float32 and float64, over a wide range of x.
+  const auto check = [](auto zero, double tol) {
     using T = decltype(zero);
     Graph<T> g;
     const auto x = g.input("x", xt::xarray<T>(xt::cast<T>(random_array<double>({40, 50}, 3) * 8.0)));
@@ -94,11 +95,11 @@ BOOST_AUTO_TEST_CASE(gradient_is_one_node_with_the_bits_of_the_nodes_it_replaced
     const auto fused = grad(xgrad::gelu(x), {x}, u)[0];
     const auto fused_tanh = grad(xgrad::gelu(x, GeluApprox::tanh), {x}, u)[0];
     BOOST_TEST(fused.node().op_name() == "gelu_vjp");
-    BOOST_TEST(same_bits(fused.value(), none.value()), dtype_name<T>());
+    check_close(fused.value(), none.value(), tol);
     BOOST_TEST(same_bits(fused_tanh.value(), tanh_form.value()), dtype_name<T>());
   };
-  check(0.0f);
-  check(0.0);
+  check(0.0f, 1e-6);
+  check(0.0, 1e-15);
 }
 
 BOOST_AUTO_TEST_CASE(vjp_node_matches_finite_differences_to_second_order) {

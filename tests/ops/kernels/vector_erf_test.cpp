@@ -1,0 +1,106 @@
+// erf over arrays (ops/kernels/vector_erf.hpp): accuracy, IEEE edges, and bits that do not depend
+// on an element's place in the array.
+#include "../../check.hpp"
+
+#include <xgrad/ops/kernels/vector_erf.hpp>
+
+using xgrad::detail::vector_erf;
+
+namespace {
+
+// |a - b| in units of the last place of b.
+template <class T>
+double ulps(T a, T b) {
+  if (a == b) return 0;
+  if (std::isnan(a) || std::isnan(b)) return 1e30;
+  const T ulp = std::nextafter(std::abs(b), std::numeric_limits<T>::infinity()) - std::abs(b);
+  return std::abs(static_cast<double>(a) - static_cast<double>(b)) / static_cast<double>(ulp);
+}
+
+// An even grid of n points over [lo, hi].
+template <class T>
+std::vector<T> grid(double lo, double hi, std::size_t n) {
+  std::vector<T> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<T>(lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(n - 1));
+  return x;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(vector_erf_kernel)
+
+BOOST_AUTO_TEST_CASE(float_is_within_two_ulp_of_the_correctly_rounded_erf) {
+  // float's erf rounded from double's, which is far more accurate than a float ulp. The grid
+  // covers the polynomial ranges and the saturation to +-1 (|x| > 3.9).
+  const std::vector<float> x = grid<float>(-7, 7, 2000001);
+  std::vector<float> y(x.size());
+  vector_erf(x.data(), y.data(), x.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, ulps(y[i], static_cast<float>(std::erf(double(x[i])))));
+  BOOST_TEST(worst <= 2.0);
+  // Tiny values: erf(x) = 2 x / sqrt(pi) to float precision, subnormals included.
+  const std::vector<float> tiny = {1e-30f, -3e-20f, 1e-40f, std::numeric_limits<float>::denorm_min()};
+  std::vector<float> t(tiny.size());
+  vector_erf(tiny.data(), t.data(), tiny.size());
+  for (std::size_t i = 0; i < tiny.size(); ++i) BOOST_TEST(ulps(t[i], static_cast<float>(std::erf(double(tiny[i])))) <= 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(double_is_within_5e_16_relative_of_std_erf) {
+  const std::vector<double> x = grid<double>(-7, 7, 2000001);
+  std::vector<double> y(x.size());
+  vector_erf(x.data(), y.data(), x.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != 0) worst = std::max(worst, std::abs(y[i] - std::erf(x[i])) / std::abs(std::erf(x[i])));
+  }
+  BOOST_TEST(worst <= 5e-16);
+}
+
+BOOST_AUTO_TEST_CASE(ieee_edges) {
+  const auto check = [](auto zero) {
+    using T = decltype(zero);
+    const T inf = std::numeric_limits<T>::infinity();
+    const std::vector<T> x = {inf, -inf, std::numeric_limits<T>::quiet_NaN(), T(0), -T(0), T(100), T(-100)};
+    std::vector<T> y(x.size());
+    vector_erf(x.data(), y.data(), x.size());
+    BOOST_TEST(y[0] == T(1));
+    BOOST_TEST(y[1] == T(-1));
+    BOOST_TEST(std::isnan(y[2]));
+    BOOST_TEST((y[3] == T(0) && !std::signbit(y[3])));
+    BOOST_TEST((y[4] == T(0) && std::signbit(y[4])));
+    BOOST_TEST(y[5] == T(1));
+    BOOST_TEST(y[6] == T(-1));
+  };
+  check(0.0f);
+  check(0.0);
+}
+
+BOOST_AUTO_TEST_CASE(an_elements_bits_do_not_depend_on_its_place) {
+  // Every length up to 20 and every offset (the padded tail, and a chunk of another thread),
+  // in place or not, against the same elements of one long call.
+  const auto check = [](auto zero) {
+    using T = decltype(zero);
+    const std::vector<T> x = grid<T>(-3, 3, 64);
+    std::vector<T> whole(x.size());
+    vector_erf(x.data(), whole.data(), x.size());
+    for (std::size_t offset = 0; offset < 9; ++offset) {
+      for (std::size_t n = 0; n <= 20; ++n) {
+        std::vector<T> part(x.begin() + static_cast<long>(offset), x.begin() + static_cast<long>(offset + n));
+        vector_erf(part.data(), part.data(), n);
+        for (std::size_t i = 0; i < n; ++i) BOOST_TEST(same_bits(part[i], whole[offset + i]), "offset " << offset << ", n " << n);
+      }
+    }
+  };
+  check(0.0f);
+  check(0.0);
+}
+
+BOOST_AUTO_TEST_CASE(runs_libmvec_at_the_widest_width_the_cpu_has) {
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
+  BOOST_TEST(std::string(xgrad::detail::vector_erf_kind()) == (__builtin_cpu_supports("avx2") ? "avx2" : "sse2"));
+#else
+  BOOST_TEST(std::string(xgrad::detail::vector_erf_kind()) == "scalar");
+#endif
+}
+
+BOOST_AUTO_TEST_SUITE_END()
