@@ -450,14 +450,15 @@ void Graph<T>::replay_lean() {
     Args<T> args = args_of(n);
     const std::vector<Shape> shapes = output_shapes(id, n, args);
     if (!kept[id]) {
-      // Each output's buffer: for an op with one output, an input read for the last time here
-      // if the op may write over it; else a spare buffer of the same size; else a new one.
+      // Each output's buffer: for an op with one output, an input of as many elements read for
+      // the last time here if the op may write over it (run_node gives it the output's shape,
+      // keeping its elements); else a spare buffer of the same size; else a new one.
       std::optional<std::size_t> over;
       for (std::size_t j = 0; j < n.inputs.size() && !over && shapes.size() == 1; ++j) {
         const Slot in = n.inputs[j];
         const Node<T>& x = m_nodes[in.node];
         if (!kept[in.node] && plan.last_read[in.node] == id && !x.index_leaf && n.op->overwrites_input(j) &&
-            shapes_equal(x.outputs[in.output].value.shape(), shapes[0])) {
+            x.outputs[in.output].value.size() == shape_size(shapes[0])) {
           over = j;
         }
       }

@@ -11,6 +11,7 @@
 
 #include <xgrad/lib/random.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 
 namespace xgrad {
 
@@ -82,26 +83,20 @@ void adam_step(const std::vector<Var<T>>& params, AdamState<T>& state, double lr
                double eps, double weight_decay, const std::vector<Var<T>>& grads) {
   const double step = static_cast<double>(++state.step);
   const double bias_correction1 = 1 - std::pow(beta1, step), bias_correction2 = 1 - std::pow(beta2, step);
-  const T step_size = static_cast<T>(-(lr / bias_correction1));
-  const T bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
-  const T decay = static_cast<T>(1 - lr * weight_decay);
-  const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2), e = static_cast<T>(eps);
-  const T one_minus_b1 = static_cast<T>(1 - beta1), one_minus_b2 = static_cast<T>(1 - beta2);
+  detail::AdamCoefficients<T> c;
+  c.step_size = static_cast<T>(-(lr / bias_correction1));
+  c.bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
+  c.decay = static_cast<T>(1 - lr * weight_decay);
+  c.beta1 = static_cast<T>(beta1);
+  c.beta2 = static_cast<T>(beta2);
+  c.eps = static_cast<T>(eps);
+  c.one_minus_beta1 = static_cast<T>(1 - beta1);
+  c.one_minus_beta2 = static_cast<T>(1 - beta2);
   for (std::size_t i = 0; i < params.size(); ++i) {
-    // In place, in one pass over each array (a parameter is a leaf: only its value changes, as
-    // with Graph::set_value, and no copy is made of it).
+    // In place, in one vectorised pass over each array (a parameter is a leaf: only its value
+    // changes, as with Graph::set_value, and no copy is made of it).
     T* p = const_cast<xt::xarray<T>&>(params[i].value()).data();
-    const T* g = grads[i].value().data();
-    T* m = state.m[i].data();
-    T* v = state.v[i].data();
-    const std::size_t n = state.m[i].size();
-    for (std::size_t j = 0; j < n; ++j) {
-      p[j] *= decay;  // 1 exactly without weight decay: p unchanged
-      m[j] = m[j] * b1 + one_minus_b1 * g[j];
-      v[j] = v[j] * b2 + one_minus_b2 * g[j] * g[j];
-      const T denom = std::sqrt(v[j]) / bias_correction2_sqrt + e;
-      p[j] = p[j] + step_size * m[j] / denom;
-    }
+    detail::row_adam(p, grads[i].value().data(), state.m[i].data(), state.v[i].data(), state.m[i].size(), c);
   }
 }
 

@@ -1,5 +1,7 @@
 #include <xgrad/ops/kernels/row_kernels.hpp>
 
+#include <cmath>
+
 #include <limits>
 
 #include <xgrad/ops/kernels/vexp.hpp>
@@ -93,8 +95,29 @@ XGRAD_INLINE void softmax_vjp_pass(const T* y, const T* g, T s, T* z, std::size_
   }
 }
 
+template <class T>
+XGRAD_INLINE void adam_pass(T* p, const T* g, T* m, T* v, std::size_t n, const AdamCoefficients<T>& c) {
+#pragma omp simd
+  for (std::size_t j = 0; j < n; ++j) {
+    const T q = p[j] * c.decay;  // 1 exactly without weight decay: p unchanged
+    const T mj = m[j] * c.beta1 + c.one_minus_beta1 * g[j];
+    const T vj = v[j] * c.beta2 + c.one_minus_beta2 * g[j] * g[j];
+    const T denom = std::sqrt(vj) / c.bias_correction2_sqrt + c.eps;
+    m[j] = mj;
+    v[j] = vj;
+    p[j] = q + c.step_size * mj / denom;
+  }
+}
+
 }  // namespace
 
+XGRAD_CLONES void row_adam(float* p, const float* g, float* m, float* v, std::size_t n, const AdamCoefficients<float>& c) {
+  adam_pass(p, g, m, v, n, c);
+}
+XGRAD_CLONES void row_adam(double* p, const double* g, double* m, double* v, std::size_t n,
+                           const AdamCoefficients<double>& c) {
+  adam_pass(p, g, m, v, n, c);
+}
 XGRAD_CLONES float row_max(const float* x, std::size_t n, std::size_t s) { return max_pass(x, n, s); }
 XGRAD_CLONES double row_max(const double* x, std::size_t n, std::size_t s) { return max_pass(x, n, s); }
 XGRAD_CLONES float portable_row_exp(const float* x, float shift, float* y, std::size_t n, std::size_t s) {

@@ -1,5 +1,5 @@
 // The passes of the row ops (softmax, log_softmax, softmax_vjp, and scale as one long row) over one row of n elements at a
-// stride. Contiguous rows (stride 1) run vectorised, with exp from ops/kernels/vexp.hpp, and dispatch at
+// stride, and the optimizers' update. Contiguous rows (stride 1) run vectorised, with exp from ops/kernels/vexp.hpp, and dispatch at
 // run time to AVX-512, AVX2 or the baseline x86-64 code (GCC target_clones); strided rows
 // run the same formulas element by element (row_exp: see below). Sums are vector reductions: their order is fixed by
 // n and the dispatch, so a run repeats its bits on one machine.
@@ -34,6 +34,15 @@ double row_dot(const double* a, const double* b, std::size_t n, std::size_t stri
 // z = y * (g - s): softmax's VJP once s = row_dot(g, y) is known (z may be y or g).
 void row_softmax_vjp(const float* y, const float* g, float s, float* z, std::size_t n, std::size_t stride);
 void row_softmax_vjp(const double* y, const double* g, double s, double* z, std::size_t n, std::size_t stride);
+// One Adam update of n elements in place (lib/optim.cpp's Adam and AdamW), element by element
+// in this order of roundings: p = p decay; m = beta1 m + (1 - beta1) g;
+// v = beta2 v + ((1 - beta2) g) g; p = p + (step_size m) / (sqrt(v) / bias_correction2_sqrt + eps).
+template <class T>
+struct AdamCoefficients {
+  T decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, step_size;
+};
+void row_adam(float* p, const float* g, float* m, float* v, std::size_t n, const AdamCoefficients<float>& c);
+void row_adam(double* p, const double* g, double* m, double* v, std::size_t n, const AdamCoefficients<double>& c);
 // Whether the row holds a NaN (a plain loop: the rare path of an all -inf maximum).
 template <class T>
 bool row_has_nan(const T* x, std::size_t n, std::size_t stride) {

@@ -201,4 +201,48 @@ BOOST_AUTO_TEST_CASE(rows_split_over_threads_give_the_same_bits) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(adam_update_has_the_bits_of_the_scalar_formula) {
+  // The vectorised pass against the formula one element at a time (as Adam ran before it was
+  // vectorised), every length up to 70 (whole vectors and tails), with and without weight decay.
+  const auto check = [](auto zero) {
+    using T = decltype(zero);
+    for (const double decay : {1.0, 1 - 1e-3 * 0.1}) {
+      xgrad::detail::AdamCoefficients<T> c;
+      c.decay = T(decay);
+      c.beta1 = T(0.9);
+      c.one_minus_beta1 = T(1 - 0.9);
+      c.beta2 = T(0.99);
+      c.one_minus_beta2 = T(1 - 0.99);
+      c.bias_correction2_sqrt = T(std::sqrt(1 - 0.99 * 0.99));
+      c.eps = T(1e-8);
+      c.step_size = T(-1e-3 / (1 - 0.9 * 0.9));
+      for (std::size_t n = 0; n <= 70; ++n) {
+        const xt::xarray<double> r = random_array<double>({n + 1, 4}, n + 1);
+        std::vector<T> p(n), g(n), m(n), v(n);
+        for (std::size_t j = 0; j < n; ++j) {
+          p[j] = T(r(j, 0));
+          g[j] = T(r(j, 1));
+          m[j] = T(r(j, 2) * 0.1);
+          v[j] = T(std::abs(r(j, 3)) * 0.01);
+        }
+        std::vector<T> ep = p, em = m, ev = v;
+        for (std::size_t j = 0; j < n; ++j) {
+          ep[j] *= c.decay;
+          em[j] = em[j] * c.beta1 + c.one_minus_beta1 * g[j];
+          ev[j] = ev[j] * c.beta2 + c.one_minus_beta2 * g[j] * g[j];
+          const T denom = std::sqrt(ev[j]) / c.bias_correction2_sqrt + c.eps;
+          ep[j] = ep[j] + c.step_size * em[j] / denom;
+        }
+        xgrad::detail::row_adam(p.data(), g.data(), m.data(), v.data(), n, c);
+        for (std::size_t j = 0; j < n; ++j) {
+          BOOST_TEST((same_bits(p[j], ep[j]) && same_bits(m[j], em[j]) && same_bits(v[j], ev[j])),
+                     "element " << j << " of " << n << ", decay " << decay);
+        }
+      }
+    }
+  };
+  check(0.0f);
+  check(0.0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
