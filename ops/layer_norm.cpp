@@ -1,19 +1,26 @@
 // forward: mean = sum(x) / d, var = sum((x - mean)^2) / d, rstd = 1 / sqrt(var + eps) per row;
 //          y = (x - mean) rstd gamma + beta                     (..., d) -> (..., d), (..., 1), (..., 1)
-// VJP:     xhat = (x - mean) rstd, gy = grad_y gamma, means over the last axis:
-//          grad_x = rstd (gy - mean(gy) - xhat mean(gy xhat))
-//                   + grad_mean / d - grad_rstd rstd^2 xhat / d
-//          grad_gamma = sum over rows of grad_y xhat, grad_beta = sum over rows of grad_y
+// VJP:     grad_x, grad_gamma, grad_beta = layer_norm_vjp(x, gamma, mean, rstd, grad_y)
+//          grad_x += grad_mean / d - grad_rstd rstd^2 xhat / d   (nodes, when those flow)
 // saves:   the mean and rstd (outputs 1 and 2).
+//
+// layer_norm_vjp (x (..., d), gamma (d), mean and rstd (..., 1), g (..., d))
+// forward: xhat = (x - mean) rstd, gy = g gamma, means over the last axis:
+//          grad_x = rstd (gy - mean(gy) - xhat mean(gy xhat))
+//          grad_gamma = sum over rows of g xhat, grad_beta = sum over rows of g
+// VJP:     that composition's, of nodes (sub, mul, mean, sum_to), by the backward pass
+// saves:   nothing beyond its inputs.
 #include <xgrad/ops/layer_norm.hpp>
 
 #include <cmath>
 
+#include <xgrad/graph/backward.hpp>
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum_to.hpp>
@@ -72,14 +79,11 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
     detail::parallel_for(rows, 3 * d, [&](std::size_t r0, std::size_t r1) {
       for (std::size_t r = r0; r < r1; ++r) {
         const T* row = src + r * d;
-        T sum = 0;
-        for (std::size_t j = 0; j < d; ++j) sum += row[j];
-        const T mu = sum / static_cast<T>(d);
-        T squares = 0;
-        for (std::size_t j = 0; j < d; ++j) squares += (row[j] - mu) * (row[j] - mu);
-        const T inv = T(1) / std::sqrt(squares / static_cast<T>(d) + eps);
         T* o = out + r * d;
-        for (std::size_t j = 0; j < d; ++j) o[j] = (row[j] - mu) * inv * gamma[j] + beta[j];
+        const T mu = detail::row_sum(row, d) / static_cast<T>(d);
+        for (std::size_t j = 0; j < d; ++j) o[j] = row[j] - mu;
+        const T inv = T(1) / std::sqrt(detail::row_dot(o, o, d, 1) / static_cast<T>(d) + eps);
+        for (std::size_t j = 0; j < d; ++j) o[j] = o[j] * inv * gamma[j] + beta[j];
         mean[r] = mu;
         rstd[r] = inv;
       }
@@ -102,13 +106,10 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
     Var<T> grad_x, grad_gamma, grad_beta;
     const auto accumulate = [&](const Var<T>& term) { grad_x = grad_x.valid() ? add(grad_x, term) : term; };
     if (g.valid()) {
-      if (v.wanted[0]) {
-        const Var<T> gy = mul(g, gamma);
-        const Var<T> centred = sub(gy, mean(gy, {-1}, true));
-        accumulate(mul(rstd, sub(centred, mul(xhat(), mean(mul(gy, xhat()), {-1}, true)))));
-      }
-      if (v.wanted[1]) grad_gamma = sum_to_shape_of(mul(g, xhat()), gamma);
-      if (v.wanted[2]) grad_beta = sum_to_shape_of(g, v.x[2]);
+      const LayerNormGrads<T> parts = layer_norm_vjp(x, gamma, mu, rstd, g);
+      if (v.wanted[0]) accumulate(parts.grad_x);
+      if (v.wanted[1]) grad_gamma = parts.grad_gamma;
+      if (v.wanted[2]) grad_beta = parts.grad_beta;
     }
     if (v.wanted[0] && g_mean.valid()) accumulate(scale(g_mean, inv_d));
     if (v.wanted[0] && g_rstd.valid()) accumulate(scale(mul(mul(g_rstd, mul(rstd, rstd)), xhat()), -inv_d));
@@ -122,6 +123,100 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
 
  private:
   double m_eps;
+};
+
+// The shapes layer_norm_vjp takes: x (..., d), gamma (d), mean and rstd (..., 1), g as x.
+void check_vjp_shapes(const std::vector<Shape>& x) {
+  const Shape& s = x[0];
+  if (s.empty() || s.back() == 0) throw error("normalises the last axis, of at least 1 element: x is " + shape_str(s));
+  Shape stats = s;
+  stats.back() = 1;
+  if (x[1] != Shape{s.back()} || x[2] != stats || x[3] != stats || x[4] != s) {
+    throw error("x " + shape_str(s) + " needs gamma " + shape_str(Shape{s.back()}) + ", mean and rstd " +
+                shape_str(stats) + " and grad_y " + shape_str(s) + "; got gamma " + shape_str(x[1]) + ", mean " +
+                shape_str(x[2]) + ", rstd " + shape_str(x[3]) + ", grad_y " + shape_str(x[4]));
+  }
+}
+
+class LayerNormVjpOp final : public OpFor<LayerNormVjpOp, 3> {
+ public:
+  std::string name() const override { return "layer_norm_vjp"; }
+  std::size_t arity() const override { return 5; }
+
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
+    check_vjp_shapes(x);
+    return {x[0], x[1], x[1]};
+  }
+  // Two passes over x and grad_y for grad_x (the row sums, then the output), one for grad_gamma
+  // and grad_beta.
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
+    return Op::work(x, y) + 4 * element_count(x[0]);
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, const Outs<T>& y) const {
+    const T* src = x[0]->data();
+    const T* gamma = x[1]->data();
+    const T* mean = x[2]->data();
+    const T* rstd = x[3]->data();
+    const T* g = x[4]->data();
+    T* gx = y[0]->data();
+    const std::size_t d = x[0]->shape().back(), rows = x[2]->size();
+    // grad_x, row by row: gy in grad_x's row, xhat in a row of scratch.
+    detail::parallel_for(rows, 4 * d, [&](std::size_t r0, std::size_t r1) {
+      std::vector<T> xhat(d);
+      for (std::size_t r = r0; r < r1; ++r) {
+        const T* xr = src + r * d;
+        const T* gr = g + r * d;
+        T* out = gx + r * d;
+        for (std::size_t j = 0; j < d; ++j) {
+          xhat[j] = (xr[j] - mean[r]) * rstd[r];
+          out[j] = gr[j] * gamma[j];
+        }
+        const T a = detail::row_sum(out, d) / static_cast<T>(d);
+        const T b = detail::row_dot(out, xhat.data(), d, 1) / static_cast<T>(d);
+        for (std::size_t j = 0; j < d; ++j) out[j] = rstd[r] * ((out[j] - a) - xhat[j] * b);
+      }
+    });
+    // grad_gamma and grad_beta: columns over the threads, each summed over the rows in order,
+    // so that the bits do not depend on the thread count.
+    T* gg = y[1]->data();
+    T* gb = y[2]->data();
+    std::fill(gg, gg + d, T(0));
+    std::fill(gb, gb + d, T(0));
+    detail::parallel_for(d, 2 * rows, [&](std::size_t c0, std::size_t c1) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        const T* xr = src + r * d;
+        const T* gr = g + r * d;
+        for (std::size_t j = c0; j < c1; ++j) {
+          gg[j] += gr[j] * ((xr[j] - mean[r]) * rstd[r]);
+          gb[j] += gr[j];
+        }
+      }
+    });
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& a) const {
+    // The forward composed of ops, then its VJP for the seeds grad_outs by the ordinary backward
+    // pass: each op's own VJP, no formula written again here. Each input enters through an
+    // identity node of its own, where the walk stops: the results are this node's partial
+    // derivatives, one per slot, even when one node fills several slots (the caller sums them).
+    const Accumulate<T> sum = sum_contributions<T>;
+    std::vector<Var<T>> in;
+    for (const auto& x : a.x) in.push_back(scale(x, 1.0));
+    const Var<T> xhat = mul(sub(in[0], in[2]), in[3]);
+    const Var<T> gy = mul(in[4], in[1]);
+    const Var<T> gx = mul(in[3], sub(sub(gy, mean(gy, {-1}, true)), mul(xhat, mean(mul(gy, xhat), {-1}, true))));
+    const Var<T> gg = sum_to_shape_of(mul(in[4], xhat), a.x[1]);
+    const Var<T> gb = sum_to_shape_of(in[4], a.x[1]);
+    const std::vector<Var<T>> grads = backward({gx, gg, gb}, in, a.grad_outs, sum, /*through_xs=*/false);
+    std::vector<Var<T>> result(5);
+    for (std::size_t slot = 0; slot < 5; ++slot) {
+      if (a.wanted[slot]) result[slot] = grads[slot];
+    }
+    return result;
+  }
 };
 
 }  // namespace
@@ -139,7 +234,23 @@ std::shared_ptr<const Op> make_layer_norm_op(const JsonCursor& attrs) {
   return std::make_shared<LayerNormOp>(eps);
 }
 
+template <class T>
+LayerNormGrads<T> layer_norm_vjp(const Var<T>& x, const Var<T>& gamma, const Var<T>& mean, const Var<T>& rstd,
+                                 const Var<T>& grad_y) {
+  const auto outs = x.graph().apply_outputs(std::make_shared<LayerNormVjpOp>(), {x, gamma, mean, rstd, grad_y});
+  return {outs[0], outs[1], outs[2]};
+}
+
+std::shared_ptr<const Op> make_layer_norm_vjp_op(const JsonCursor& attrs) {
+  attrs.check_object({});
+  return std::make_shared<LayerNormVjpOp>();
+}
+
 template Var<float> layer_norm(const Var<float>&, const Var<float>&, const Var<float>&, double);
 template Var<double> layer_norm(const Var<double>&, const Var<double>&, const Var<double>&, double);
+template LayerNormGrads<float> layer_norm_vjp(const Var<float>&, const Var<float>&, const Var<float>&, const Var<float>&,
+                                              const Var<float>&);
+template LayerNormGrads<double> layer_norm_vjp(const Var<double>&, const Var<double>&, const Var<double>&,
+                                               const Var<double>&, const Var<double>&);
 
 }  // namespace xgrad

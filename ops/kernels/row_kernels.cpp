@@ -74,6 +74,14 @@ XGRAD_INLINE void shift_pass(const T* x, T b, T* y, std::size_t n, std::size_t s
 }
 
 template <class T>
+XGRAD_INLINE T sum_pass(const T* x, std::size_t n) {
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (std::size_t i = 0; i < n; ++i) sum += x[i];
+  return sum;
+}
+
+template <class T>
 XGRAD_INLINE T dot_pass(const T* a, const T* b, std::size_t n, std::size_t stride) {
   T sum = 0;
   if (stride == 1) {
@@ -148,6 +156,8 @@ XGRAD_CLONES void row_shift(const float* x, float b, float* y, std::size_t n, st
 XGRAD_CLONES void row_shift(const double* x, double b, double* y, std::size_t n, std::size_t s) {
   shift_pass(x, b, y, n, s);
 }
+XGRAD_CLONES float row_sum(const float* x, std::size_t n) { return sum_pass(x, n); }
+XGRAD_CLONES double row_sum(const double* x, std::size_t n) { return sum_pass(x, n); }
 XGRAD_CLONES float row_dot(const float* a, const float* b, std::size_t n, std::size_t s) { return dot_pass(a, b, n, s); }
 XGRAD_CLONES double row_dot(const double* a, const double* b, std::size_t n, std::size_t s) {
   return dot_pass(a, b, n, s);

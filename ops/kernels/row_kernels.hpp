@@ -28,6 +28,9 @@ void row_scale(const float* x, float a, float* y, std::size_t n, std::size_t str
 void row_scale(const double* x, double a, double* y, std::size_t n, std::size_t stride);
 void row_shift(const float* x, float b, float* y, std::size_t n, std::size_t stride);
 void row_shift(const double* x, double b, double* y, std::size_t n, std::size_t stride);
+// The sum of x (a vector reduction, as row_dot's).
+float row_sum(const float* x, std::size_t n);
+double row_sum(const double* x, std::size_t n);
 // The sum of a * b.
 float row_dot(const float* a, const float* b, std::size_t n, std::size_t stride);
 double row_dot(const double* a, const double* b, std::size_t n, std::size_t stride);

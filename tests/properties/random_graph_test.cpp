@@ -455,12 +455,12 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-22 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 23, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-23 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 24, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
-    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21)) op = 16;
+    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || op == 23)) op = 16;
     if (op >= general && op < general + unary) {
       const UnaryRow& row = unary_rows[op - general];
       const Var<double> in = row.domain == elementwise::Domain::positive ? positive_leaf(s) : x;
@@ -651,6 +651,31 @@ class RandomGraph {
           z.data[i] = rg.data[i] * d;
         }
         return add_ref(gelu_vjp(x, g, approx), z);
+      }
+      case 23: {  // layer_norm_vjp over the last axis, with free mean and rstd
+        const std::size_t d = s.back();
+        Shape stats = s;
+        stats.back() = 1;
+        const Var<double> gamma = node_or_leaf_like({d}), mu = node_or_leaf_like(stats), rstd = node_or_leaf_like(stats);
+        const Var<double> g = node_or_leaf_like(s);
+        const Ref rgam = ref(gamma), rmu = ref(mu), rr = ref(rstd), rg = ref(g);
+        Ref gx = rx, gg{{d}, std::vector<double>(d, 0.0)}, gb{{d}, std::vector<double>(d, 0.0)};
+        for (std::size_t row = 0; row < rx.data.size() / d; ++row) {
+          double a = 0, b = 0;
+          for (std::size_t j = 0; j < d; ++j) {
+            const double xhat = (rx.data[row * d + j] - rmu.data[row]) * rr.data[row], gy = rg.data[row * d + j] * rgam.data[j];
+            a += gy / static_cast<double>(d);
+            b += gy * xhat / static_cast<double>(d);
+            gg.data[j] += rg.data[row * d + j] * xhat;
+            gb.data[j] += rg.data[row * d + j];
+          }
+          for (std::size_t j = 0; j < d; ++j) {
+            const double xhat = (rx.data[row * d + j] - rmu.data[row]) * rr.data[row], gy = rg.data[row * d + j] * rgam.data[j];
+            gx.data[row * d + j] = rr.data[row] * (gy - a - xhat * b);
+          }
+        }
+        const LayerNormGrads<double> f = layer_norm_vjp(x, gamma, mu, rstd, g);
+        return add_refs({f.grad_x, f.grad_gamma, f.grad_beta}, {gx, gg, gb});
       }
       case 21: {  // layer_norm over the last axis, its three outputs
         const std::size_t d = s.back();
