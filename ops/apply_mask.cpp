@@ -22,6 +22,8 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
   std::string name() const override { return "apply_mask"; }
   std::size_t arity() const override { return 2; }
   Json attrs() const override { return {{key_fill, m_fill}}; }
+  // Element by element over x (the mask, broadcast, is never y's buffer unless it is x).
+  bool overwrites_input(std::size_t i) const override { return i == 0; }
   // Each output element also costs 4 visits (an odometer step over the axes: a broadcast mask took 4 ns a visit here without it).
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override { return Op::work(x, y) + 4 * element_count(y[0]); }
 

@@ -195,7 +195,9 @@ inline Shape broadcast_or_throw(const Shape& a, const Shape& b) {
 }
 
 // y = f(a, b) elementwise, a and b broadcast to y's shape (which broadcast_shapes gave). Walks y
-// in row-major order, contiguous along its last axis; no broadcast copy of a or b is made.
+// in row-major order, contiguous along its last axis, its rows split over the thread pool (each
+// element computed by one thread: the same bits for any thread count); no broadcast copy of a
+// or b is made. y may be a or b where that operand has y's shape.
 template <class T, class F>
 void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray<T>& y, F f) {
   const T* pa = a.data();
@@ -203,7 +205,9 @@ void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray
   T* py = y.data();
   const std::size_t size = y.size();
   if (shapes_equal(a.shape(), y.shape()) && shapes_equal(b.shape(), y.shape())) {
-    for (std::size_t i = 0; i < size; ++i) py[i] = f(pa[i], pb[i]);
+    parallel_rows(size, 1, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) py[i] = f(pa[i], pb[i]);
+    });
     return;
   }
   if (size == 0) return;
@@ -220,19 +224,29 @@ void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray
   };
   const std::vector<std::size_t> sa = steps(a.shape()), sb = steps(b.shape());
   const std::size_t n = y.shape()[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
-  std::vector<std::size_t> index(rank, 0);
-  std::size_t oa = 0, ob = 0;
-  for (std::size_t row = 0; row < size; row += n) {
-    for (std::size_t j = 0; j < n; ++j) py[row + j] = f(pa[oa + j * ia], pb[ob + j * ib]);
-    for (std::size_t axis = rank - 1; axis-- > 0;) {  // the next row: an odometer over axes < rank-1
-      oa += sa[axis];
-      ob += sb[axis];
-      if (++index[axis] < y.shape()[axis]) break;
-      oa -= sa[axis] * index[axis];
-      ob -= sb[axis] * index[axis];
-      index[axis] = 0;
+  parallel_rows(size / n, n + 4, [&](std::size_t first, std::size_t last) {
+    // The index of row `first` over the axes before the last, and its offsets in a and b.
+    std::vector<std::size_t> index(rank, 0);
+    std::size_t oa = 0, ob = 0;
+    for (std::size_t axis = rank - 1, rest = first; axis-- > 0;) {
+      index[axis] = rest % y.shape()[axis];
+      rest /= y.shape()[axis];
+      oa += index[axis] * sa[axis];
+      ob += index[axis] * sb[axis];
     }
-  }
+    for (std::size_t r = first; r < last; ++r) {
+      const std::size_t row = r * n;
+      for (std::size_t j = 0; j < n; ++j) py[row + j] = f(pa[oa + j * ia], pb[ob + j * ib]);
+      for (std::size_t axis = rank - 1; axis-- > 0;) {  // the next row: an odometer over axes < rank-1
+        oa += sa[axis];
+        ob += sb[axis];
+        if (++index[axis] < y.shape()[axis]) break;
+        oa -= sa[axis] * index[axis];
+        ob -= sb[axis] * index[axis];
+        index[axis] = 0;
+      }
+    }
+  });
 }
 
 // Op::work of a pass over the rows along `axis` of x (softmax, log_softmax, softmax_vjp), given

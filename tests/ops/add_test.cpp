@@ -31,6 +31,19 @@ BOOST_AUTO_TEST_CASE(broadcasts_by_numpys_rules) {
   BOOST_TEST(xgrad::add(empty, bias).value().shape(0) == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(large_broadcasts_split_over_threads_match_xtensor) {
+  // Rows split over 2 threads, each part starting its walk of the broadcast axes mid-way.
+  const test::BlasThreads two(2);
+  Graph<double> g;
+  const auto a = g.input("a", random_array<double>({7, 5, 3, 300}, 1));
+  for (const Shape& sb : {Shape{5, 1, 300}, Shape{7, 1, 3, 1}, Shape{300}, Shape{1, 5, 3, 300}}) {
+    const auto b = g.input("b", random_array<double>(sb, 2));
+    const xt::xarray<double> expected = a.value() + b.value();
+    BOOST_TEST(same_bits(xgrad::add(a, b).value(), expected), shape_str(sb));
+    BOOST_TEST(same_bits(xgrad::add(b, a).value(), expected), shape_str(sb));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(vjp_matches_finite_differences) {
   Graph<double> g;
   const auto a = g.input("a", random_array<double>({2, 3}, 1));
