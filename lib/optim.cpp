@@ -230,8 +230,7 @@ double clip_grad_norm(const std::vector<Var<T>>& grads, double max_norm) {
     if (!grads[i].valid()) throw error("clip_grad_norm: grads[" + std::to_string(i) + "] is an empty Var");
     const xt::xarray<T>& g = grads[i].value();  // throws for a released value or an index leaf
     const Node<T>& n = grads[i].node();
-    const bool zero = std::all_of(g.begin(), g.end(), [](T x) { return x == 0; });
-    if (n.is_leaf() && n.in_backward() && !zero) {
+    if (n.is_leaf() && n.in_backward() && !std::all_of(g.begin(), g.end(), [](T x) { return x == 0; })) {
       throw error("clip_grad_norm: grads[" + std::to_string(i) + "] (node " + std::to_string(grads[i].id()) + ", " +
                   n.op_name() + " '" + n.name + "') is a leaf that grad() made, which every replay reuses: " +
                   "scaling it in place would scale every later gradient");
@@ -253,7 +252,7 @@ double clip_grad_norm(const std::vector<Var<T>>& grads, double max_norm) {
     // The graph holds its values as non-const arrays and Var::value() hands out a const view of
     // one: the write goes to a node value, which the next replay() overwrites (leaves excepted).
     auto& value = const_cast<xt::xarray<T>&>(v.value());
-    for (auto& x : value) x *= coef;
+    detail::row_scale(value.data(), coef, value.data(), value.size(), 1);
   }
   return total;
 }
