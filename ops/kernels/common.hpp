@@ -205,7 +205,7 @@ void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray
   T* py = y.data();
   const std::size_t size = y.size();
   if (shapes_equal(a.shape(), y.shape()) && shapes_equal(b.shape(), y.shape())) {
-    parallel_rows(size, 1, [&](std::size_t begin, std::size_t end) {
+    parallel_rows(size, 1, [pa, pb, py, &f](std::size_t begin, std::size_t end) {  // pointers by value: a loop that vectorises
       for (std::size_t i = begin; i < end; ++i) py[i] = f(pa[i], pb[i]);
     });
     return;
@@ -224,7 +224,7 @@ void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray
   };
   const std::vector<std::size_t> sa = steps(a.shape()), sb = steps(b.shape());
   const std::size_t n = y.shape()[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
-  parallel_rows(size / n, n + 4, [&](std::size_t first, std::size_t last) {
+  parallel_rows(size / n, n + 4, [&, pa, pb, py](std::size_t first, std::size_t last) {
     // The index of row `first` over the axes before the last, and its offsets in a and b.
     std::vector<std::size_t> index(rank, 0);
     std::size_t oa = 0, ob = 0;
@@ -235,8 +235,20 @@ void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray
       ob += index[axis] * sb[axis];
     }
     for (std::size_t r = first; r < last; ++r) {
-      const std::size_t row = r * n;
-      for (std::size_t j = 0; j < n; ++j) py[row + j] = f(pa[oa + j * ia], pb[ob + j * ib]);
+      const T* ra = pa + oa;
+      const T* rb = pb + ob;
+      T* ry = py + r * n;
+      if (ia == 1 && ib == 1) {  // contiguous rows (a bias over the rows): loops that vectorise
+        for (std::size_t j = 0; j < n; ++j) ry[j] = f(ra[j], rb[j]);
+      } else if (ia == 1 && ib == 0) {
+        const T vb = *rb;
+        for (std::size_t j = 0; j < n; ++j) ry[j] = f(ra[j], vb);
+      } else if (ia == 0 && ib == 1) {
+        const T va = *ra;
+        for (std::size_t j = 0; j < n; ++j) ry[j] = f(va, rb[j]);
+      } else {
+        for (std::size_t j = 0; j < n; ++j) ry[j] = f(ra[j * ia], rb[j * ib]);
+      }
       for (std::size_t axis = rank - 1; axis-- > 0;) {  // the next row: an odometer over axes < rank-1
         oa += sa[axis];
         ob += sb[axis];
