@@ -213,4 +213,28 @@ BOOST_AUTO_TEST_CASE(forward_value_errors_name_the_node_also_from_worker_threads
   BOOST_TEST(rows.value()(4090, 0) == 1.0);
 }
 
+BOOST_AUTO_TEST_CASE(time_nodes_adds_each_forward_time_to_its_node) {
+  Graph<double> g;
+  const auto x = g.input("x", random_array<double>({200, 300}, 1));
+  const auto w = g.input("w", random_array<double>({300, 100}, 2));
+  const auto y = xgrad::sum(xgrad::relu(xgrad::matmul(x, w)));
+  std::vector<double> seconds;
+  g.time_nodes(&seconds);
+  g.replay();
+  BOOST_TEST_REQUIRE(seconds.size() == g.size());
+  BOOST_TEST(seconds[x.id()] == 0.0);  // leaves run nothing
+  BOOST_TEST(seconds[w.id()] == 0.0);
+  for (std::size_t id = 2; id < g.size(); ++id) BOOST_TEST(seconds[id] > 0.0, "node " << id);
+  const std::vector<double> once = seconds;
+  g.replay();  // adds to what is there
+  for (std::size_t id = 2; id < g.size(); ++id) BOOST_TEST(seconds[id] > once[id], "node " << id);
+  const auto z = xgrad::scale(y, 2.0);  // a new node is timed too, growing the vector
+  BOOST_TEST_REQUIRE(seconds.size() == g.size());
+  BOOST_TEST(seconds[z.id()] > 0.0);
+  g.time_nodes(nullptr);
+  const std::vector<double> stopped = seconds;
+  g.replay();
+  BOOST_TEST(seconds == stopped);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
