@@ -8,11 +8,12 @@
 
 // libmvec's entry points (the x86-64 vector function ABI: b = SSE2, d = AVX2; N lanes, v = one
 // vector argument). Each one picks its implementation for the CPU when the library loads.
+// The AVX2 ones are declared for AVX2 callers only (their vector arguments pass in ymm registers).
 extern "C" {
 __m128 _ZGVbN4v_erff(__m128);
 __m128d _ZGVbN2v_erf(__m128d);
-__m256 _ZGVdN8v_erff(__m256);
-__m256d _ZGVdN4v_erf(__m256d);
+__attribute__((target("avx2"))) __m256 _ZGVdN8v_erff(__m256);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_erf(__m256d);
 }
 #endif
 
