@@ -136,15 +136,18 @@ int run(const std::string& model, char_gpt::Config c, std::size_t batch, std::si
   std::uint64_t state = 42;
   const auto next = [&] { return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
   xt::xarray<std::int64_t> x = xt::zeros<std::int64_t>({batch, c.block}), y = x;
+  const auto feed_random = [&] {  // a batch of random tokens and targets
+    for (auto& v : x) v = static_cast<std::int64_t>(next() % c.vocab);
+    for (auto& v : y) v = static_cast<std::int64_t>(next() % c.vocab);
+    char_gpt::feed(g, m, x, y);
+  };
   const auto clock = [] { return std::chrono::steady_clock::now(); };
   std::vector<double> step_ms, gemm_ms;
   std::size_t biggest = 1;
   for (const auto& p : calls) biggest = std::max({biggest, p.m * p.k, p.k * p.n, p.m * p.n});
   std::vector<T> bufa(biggest, T(0.5)), bufb(biggest, T(0.25)), bufc(biggest);
   for (std::size_t s = 0; s < steps + 3; ++s) {
-    for (auto& v : x) v = static_cast<std::int64_t>(next() % c.vocab);
-    for (auto& v : y) v = static_cast<std::int64_t>(next() % c.vocab);
-    char_gpt::feed(g, m, x, y);
+    feed_random();
     const auto t0 = clock();
     trainer.step(1e-3);
     const auto t1 = clock();
@@ -166,20 +169,16 @@ int run(const std::string& model, char_gpt::Config c, std::size_t batch, std::si
               lean ? "lean" : "full", step, gemms, step / gemms, calls.size(), status_mib("VmHWM") - baseline);
   if (profile) {
     std::vector<double> seconds;
-    std::vector<double> profiled_ms;
+    double total_ms = 0;
     g.time_nodes(&seconds);
     for (std::size_t s = 0; s < steps; ++s) {
-      for (auto& v : x) v = static_cast<std::int64_t>(next() % c.vocab);
-      for (auto& v : y) v = static_cast<std::int64_t>(next() % c.vocab);
-      char_gpt::feed(g, m, x, y);
+      feed_random();
       const auto t0 = clock();
       trainer.step(1e-3);
-      profiled_ms.push_back(std::chrono::duration<double, std::milli>(clock() - t0).count());
+      total_ms += std::chrono::duration<double, std::milli>(clock() - t0).count();
     }
     g.time_nodes(nullptr);
-    double total = 0;
-    for (double v : profiled_ms) total += v;
-    print_profile(g, seconds, steps, total / static_cast<double>(steps));
+    print_profile(g, seconds, steps, total_ms / static_cast<double>(steps));
   }
   return 0;
 }

@@ -120,9 +120,9 @@ class Op {
   // True if forward(x, y) is also right when y is the very array x[i] (the same elements, in y's
   // shape): the op reads each element of its inputs, or a whole row of them, before it writes
   // the output there (reshape then copies nothing). Lean replays (Graph::keep_only) then write
-  // the output over input i, when it has as many elements and nothing reads it later. Only ops with one output are asked. An op that returns true is added to the
-  // aliasing test (lean/ops_that_overwrite_inputs_give_the_same_bits); the property test fails
-  // otherwise.
+  // the output over input i, when it has as many elements and nothing reads it later. Only ops
+  // with one output are asked. An op that returns true is added to the aliasing test
+  // (lean/ops_that_overwrite_inputs_give_the_same_bits); the property test fails otherwise.
   virtual bool overwrites_input(std::size_t i) const {
     (void)i;
     return false;
