@@ -1,6 +1,7 @@
 // Array files: .npy (numpy's format, NEP 1) and JSON nested arrays.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,10 @@ struct StoredArray {
 StoredArray read_npy(const std::string& path);
 // The same from bytes in memory; `what` names them in errors.
 StoredArray parse_npy(std::string_view bytes, const std::string& what);
+
+// Reads a .npy file of int32 or int64 ('<i4', '>i4', '=i4', '<i8', ...) with the same checks,
+// for integer data such as token ids (xgrad import --input).
+xt::xarray<std::int64_t> read_npy_integers(const std::string& path);
 
 // Writes a little-endian, C-order .npy file of format version 1.0 (float32 '<f4' or float64
 // '<f8'); numpy.load reads it. Throws xgrad::error if the file cannot be written.

@@ -30,6 +30,7 @@ bool host_is_little_endian() {
 // The dict of a .npy header: {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }
 struct NpyHeader {
   std::string dtype;
+  std::string descr;  // as the header spells it: '<f8'
   std::size_t item_size = 0;
   bool swap = false;     // stored in the other byte order than the host's
   bool fortran = false;
@@ -132,13 +133,17 @@ class DictParser {
   }
   void descr(const std::string& d, NpyHeader& h) const {
     const bool little = host_is_little_endian();
-    if (d.size() == 3 && (d[0] == '<' || d[0] == '>' || d[0] == '=') && d[1] == 'f' && (d[2] == '4' || d[2] == '8')) {
+    if (d.size() == 3 && (d[0] == '<' || d[0] == '>' || d[0] == '=') && (d[1] == 'f' || d[1] == 'i') &&
+        (d[2] == '4' || d[2] == '8')) {
       h.item_size = d[2] == '4' ? 4 : 8;
-      h.dtype = d[2] == '4' ? "float32" : "float64";
+      h.dtype = std::string(d[1] == 'f' ? "float" : "int") + (d[2] == '4' ? "32" : "64");
+      h.descr = d;
       h.swap = (d[0] == '<' && !little) || (d[0] == '>' && little);
       return;
     }
-    fail("dtype '" + d + "' is not supported: float32 ('<f4', '>f4') or float64 ('<f8', '>f8') only");
+    fail("dtype '" + d + "' is not supported: float32 ('<f4', '>f4') or float64 ('<f8', '>f8') only" +
+         std::string(d.find('i') != std::string::npos || d.find('u') != std::string::npos
+                         ? " (int32 or int64 where integers are read)" : ""));
   }
 
   std::string_view m_s;
@@ -149,7 +154,7 @@ class DictParser {
 // Reads and checks everything up to the data, through `read(offset, n)`, for a source of
 // `total` bytes. Nothing larger than the header is read or allocated.
 NpyHeader read_npy_header(const std::function<std::string(std::size_t, std::size_t)>& read,
-                          std::size_t total, const std::string& what) {
+                          std::size_t total, const std::string& what, bool integers = false) {
   const auto fail = [&](const std::string& problem) -> void { throw error(what + ": " + problem); };
   if (total < 10) fail("too short for a .npy file (" + std::to_string(total) + " bytes)");
   const std::string pre = read(0, std::min<std::size_t>(total, 12));
@@ -173,6 +178,10 @@ NpyHeader read_npy_header(const std::function<std::string(std::size_t, std::size
          " after the prelude (truncated)");
   }
   NpyHeader h = DictParser(read(prelude, header_len), what).parse();
+  if ((h.dtype[0] == 'i') != integers) {
+    fail("dtype '" + h.descr + "' is not supported: " +
+         (integers ? "int32 ('<i4', '>i4') or int64 ('<i8', '>i8') only" : "float32 ('<f4', '>f4') or float64 ('<f8', '>f8') only"));
+  }
   h.data_offset = prelude + header_len;
   if (!bounded_size(h.shape)) {
     fail("shape " + shape_str(h.shape) + " has more than " + std::to_string(max_array_elements) +
@@ -229,6 +238,37 @@ StoredArray read_npy(const std::string& path) {
   const auto read = [&](std::size_t offset, std::size_t n) { return read_file_range(path, offset, n); };
   const NpyHeader h = read_npy_header(read, total, path);
   return decode_npy_data(h, read(h.data_offset, total - h.data_offset));
+}
+
+xt::xarray<std::int64_t> read_npy_integers(const std::string& path) {
+  const std::size_t total = regular_file_size(path);
+  const auto read = [&](std::size_t offset, std::size_t n) { return read_file_range(path, offset, n); };
+  const NpyHeader h = read_npy_header(read, total, path, true);
+  const std::string data = read(h.data_offset, total - h.data_offset);
+  auto out = xt::xarray<std::int64_t>::from_shape(h.shape);
+  const std::size_t count = out.size(), rank = h.shape.size();
+  std::vector<std::size_t> index(rank, 0);  // Fortran order: the first axis varies fastest
+  for (std::size_t i = 0; i < count; ++i) {
+    unsigned char b[8];
+    std::memcpy(b, data.data() + i * h.item_size, h.item_size);
+    if (h.swap) std::reverse(b, b + h.item_size);
+    std::int64_t x;
+    if (h.item_size == 4) {
+      std::int32_t v;
+      std::memcpy(&v, b, 4);
+      x = v;
+    } else {
+      std::memcpy(&x, b, 8);
+    }
+    std::size_t c = i;
+    if (h.fortran) {
+      c = 0;
+      for (std::size_t a = 0; a < rank; ++a) c = c * h.shape[a] + index[a];
+      for (std::size_t a = 0; a < rank && ++index[a] == h.shape[a]; ++a) index[a] = 0;
+    }
+    out.data()[c] = x;
+  }
+  return out;
 }
 
 template <class T>

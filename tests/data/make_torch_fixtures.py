@@ -31,7 +31,7 @@ def part(f):
 @part
 def elementwise():
     """Every unary row on x (positive for log and sqrt) and its gradient for an upstream u;
-    sub and div with b (2, 1, 4) broadcast against a (3, 4) and their gradients."""
+    sub, div, maximum and minimum with b (2, 1, 4) broadcast against a (3, 4) and their gradients."""
     g = torch.Generator().manual_seed(17)
     x = torch.randn(3, 4, generator=g, dtype=torch.float64)
     p = torch.rand(3, 4, generator=g, dtype=torch.float64) * 1.5 + 0.5
@@ -52,7 +52,7 @@ def elementwise():
     save("elementwise_a", a0)
     save("elementwise_b", b0)
     save("elementwise_w", w)
-    for name, f in (("sub", torch.sub), ("div", torch.div)):
+    for name, f in (("sub", torch.sub), ("div", torch.div), ("maximum", torch.maximum), ("minimum", torch.minimum)):
         a, b = a0.clone().requires_grad_(True), b0.clone().requires_grad_(True)
         y = f(a, b)
         ga, gb = torch.autograd.grad(y, (a, b), w)

@@ -48,6 +48,22 @@ BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {
   const auto one = g.input("one", xt::xarray<double>{1.0, -1.0});
   const auto zero = g.input("zero", xt::xarray<double>{0.0, 0.0});
   BOOST_TEST((xgrad::div(one, zero).value() == xt::xarray<double>{inf, -inf}));
+  // maximum, minimum: NaN from either side; the gradient to the operand y equals, ties to b.
+  const auto c = g.input("c", xt::xarray<double>{1.0, -2.0, 3.0, std::nan(""), 0.0, inf});
+  const auto d = g.input("d", xt::xarray<double>{0.5, -1.0, 3.0, 1.0, std::nan(""), inf});
+  const auto mx = xgrad::maximum(c, d), mn = xgrad::minimum(c, d);
+  BOOST_TEST(mx.value()(0) == 1.0);
+  BOOST_TEST(mx.value()(1) == -1.0);
+  BOOST_TEST(mn.value()(0) == 0.5);
+  BOOST_TEST(mn.value()(1) == -2.0);
+  BOOST_TEST((std::isnan(mx.value()(3)) && std::isnan(mx.value()(4)) && std::isnan(mn.value()(3)) && std::isnan(mn.value()(4))));
+  BOOST_TEST(mx.value()(5) == inf);
+  const auto gm = grad(sum(mx), {c, d});
+  for (int i = 0; i < 3; ++i) {  // the tie at 3 goes to d
+    BOOST_TEST(gm[0].value()(i) == (i == 0 ? 1.0 : 0.0));
+    BOOST_TEST(gm[1].value()(i) == (i == 0 ? 0.0 : 1.0));
+  }
+  BOOST_TEST(gm[0].value()(5) + gm[1].value()(5) == 1.0);  // inf = inf: one of them
   // float32 rows compute in float: exp(1) rounded once.
   Graph<float> f;
   const auto xf = f.input("x", xt::xarray<float>{1.0f, 4.0f});
@@ -73,7 +89,10 @@ BOOST_AUTO_TEST_CASE(rows_match_pytorch) {
     }
   }
   using Binary = Var<double> (*)(const Var<double>&, const Var<double>&);
-  const std::pair<const char*, Binary> binary[] = {{"sub", &xgrad::sub<double>}, {"div", &xgrad::div<double>}};
+  const std::pair<const char*, Binary> binary[] = {{"sub", &xgrad::sub<double>},
+                                                   {"div", &xgrad::div<double>},
+                                                   {"maximum", &xgrad::maximum<double>},
+                                                   {"minimum", &xgrad::minimum<double>}};
   for (const auto& [name, f] : binary) {
     BOOST_TEST_CONTEXT(name) {
       Graph<double> g;
@@ -121,7 +140,7 @@ BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
     ++rows;                                                                      \
   }
 #include <xgrad/ops/elementwise.def>
-  BOOST_TEST(rows == 11u);
+  BOOST_TEST(rows == 13u);
 }
 
 BOOST_AUTO_TEST_CASE(every_row_has_no_attrs_and_round_trips) {

@@ -716,7 +716,7 @@ class RandomGraph {
   std::vector<std::vector<Ref>> m_refs;
 };
 
-constexpr int cases = 340;
+constexpr int cases = 400;
 
 }  // namespace
 

@@ -28,10 +28,11 @@ Options::Options(const std::vector<std::string>& args, std::initializer_list<Opt
         if (a == s.name) spec = &s;
       }
       if (!spec) throw usage_error("unknown option '" + a + "'");
-      if (has(a)) throw usage_error("option " + a + " given twice");
+      if (has(a) && !spec->repeatable) throw usage_error("option " + a + " given twice");
       if (spec->takes_value) {
         if (i + 1 >= args.size()) throw usage_error("option " + a + " needs a value");
         m_values[a] = args[++i];
+        if (spec->repeatable) m_repeated[a].push_back(args[i]);
       } else {
         m_values[a] = "";
       }
@@ -40,6 +41,11 @@ Options::Options(const std::vector<std::string>& args, std::initializer_list<Opt
       m_positional.push_back(a);
     }
   }
+}
+
+std::vector<std::string> Options::all(const std::string& name) const {
+  const auto it = m_repeated.find(name);
+  return it == m_repeated.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::uint64_t parse_integer(const std::string& option, const std::string& text, std::uint64_t min, std::uint64_t max) {

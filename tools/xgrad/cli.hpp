@@ -36,10 +36,11 @@ double parse_real(const std::string& option, const std::string& text, const Inte
 struct OptionSpec {
   const char* name;  // "--q", "-o"
   bool takes_value;
+  bool repeatable = false;  // may be given more than once (all() gives every value)
 };
 
 // Parsed command-line options. Throws help_requested for --help or -h in an option's place,
-// usage_error for an unknown option, a missing value, an option given twice, or more positional
+// usage_error for an unknown option, a missing value, an option given twice (unless repeatable), or more positional
 // arguments than allowed.
 class Options {
  public:
@@ -51,12 +52,15 @@ class Options {
   std::string choice(const std::string& name, std::initializer_list<const char*> choices,
                      const std::string& fallback) const;
   const std::vector<std::string>& positional() const { return m_positional; }
+  // Every value of a repeatable option, in the order given.
+  std::vector<std::string> all(const std::string& name) const;
   // The option's value through parse_integer / parse_real, or `fallback` when it is absent.
   std::uint64_t integer(const std::string& name, std::uint64_t min, std::uint64_t max, std::uint64_t fallback) const;
   double real(const std::string& name, const Interval& range, double fallback) const;
 
  private:
   std::map<std::string, std::string> m_values;
+  std::map<std::string, std::vector<std::string>> m_repeated;
   std::vector<std::string> m_positional;
 };
 

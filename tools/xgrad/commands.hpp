@@ -32,5 +32,6 @@ extern const Command inspect_command;
 extern const Command saturation_command;
 extern const Command params_command;
 extern const Command info_command;
+extern const Command import_command;
 
 }  // namespace xgrad::tool

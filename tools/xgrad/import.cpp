@@ -1,0 +1,100 @@
+// xgrad import: an ONNX model as an xgrad graph (JSON), with its gradients if asked.
+#include <cstdio>
+
+#include <xgrad/lib/onnx_import.hpp>
+#include <xgrad/xgrad.hpp>
+
+#include "cli.hpp"
+
+namespace xgrad::tool {
+
+namespace {
+
+const char* const help =
+    "usage: xgrad import MODEL.onnx [--input NAME=FILE]... [--dtype float32|float64] [--grad]\n"
+    "                    -o GRAPH.json\n"
+    "\n"
+    "Imports an ONNX model (opsets 1 to 17 of the default domain; the ops docs/onnx.md lists) and\n"
+    "writes it as an xgrad graph with every value, which `xgrad replay`, `inspect` and `export`\n"
+    "read. Graph inputs become input leaves, float initializers the outputs depend on parameter\n"
+    "leaves, integer inputs index leaves; the outputs keep their ONNX names.\n"
+    "\n"
+    "  --input NAME=FILE  the value of graph input NAME: a .npy file (float32 or float64 for a\n"
+    "                     float input, int32 or int64 for an integer one such as token ids) or a\n"
+    "                     .json nested array; repeat for each input. An input not given takes\n"
+    "                     zeros of the shape the model declares, which must then be fixed.\n"
+    "  --dtype D          the graph's dtype (default: the model's, float32 if it has no floats)\n"
+    "  --grad             add the backward nodes of the sum of every element of every output,\n"
+    "                     w.r.t. every float graph input and every parameter leaf, named in\n"
+    "                     \"grads\" by their ONNX names\n"
+    "  -o GRAPH.json      where to write the graph (written whole or not at all)\n"
+    "\n"
+    "exit status: 0 written, 2 bad usage or input: an op, attribute or type the importer does\n"
+    "             not support (one line naming the file, the node's index and name, its op_type,\n"
+    "             domain and opset), a truncated or malformed file, or out of memory\n";
+
+OnnxTensor input_value(const std::string& file) {
+  OnnxTensor t;
+  if (ends_with(file, ".npy")) {
+    // The header says which: try floats, then integers.
+    try {
+      StoredArray a = read_npy(file);
+      t.dtype = a.dtype;
+      t.real = std::move(a.values);
+      return t;
+    } catch (const error& e) {
+      if (std::string(e.what()).find("dtype '<i") == std::string::npos && std::string(e.what()).find("dtype '>i") == std::string::npos) throw;
+    }
+    t.dtype = "int64";
+    t.ints = read_npy_integers(file);
+    return t;
+  }
+  StoredArray a = read_array(file);
+  t.dtype = a.dtype;
+  t.real = std::move(a.values);
+  return t;
+}
+
+template <class T>
+std::string imported_json(const std::string& model, const OnnxImportOptions& options) {
+  const std::unique_ptr<Graph<T>> g = import_onnx<T>(model, options);
+  return to_json(*g, ExportValues::all).dump() + "\n";
+}
+
+int run(const std::vector<std::string>& args) {
+  const Options o(args, {{"--input", true, true}, {"--dtype", true}, {"--grad", false}, {"-o", true}}, 1);
+  if (o.positional().empty()) throw usage_error("missing MODEL.onnx");
+  const std::string model = o.positional()[0];
+  const auto out = o.get("-o");
+  if (!out) throw usage_error("missing -o GRAPH.json");
+  OnnxImportOptions options;
+  options.gradients = o.has("--grad");
+  std::vector<std::string> files = {model};
+  for (const std::string& spec : o.all("--input")) {
+    const std::size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      throw usage_error("--input needs NAME=FILE, not '" + spec + "'");
+    }
+    const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    if (options.inputs.count(name)) throw usage_error("--input " + name + " given twice");
+    const Phase phase("reading " + file);
+    options.inputs[name] = input_value(file);
+    files.push_back(file);
+  }
+  const Phase phase("importing " + model);
+  const std::string dtype = o.choice("--dtype", {"float32", "float64"}, onnx_model_float_type(model));
+  std::string text;
+  with_dtype(dtype, [&](auto tag) {
+    text = imported_json<decltype(tag)>(model, options);
+    return 0;
+  });
+  write_files_atomically({{*out, [&] { return std::move(text); }}}, files);
+  return 0;
+}
+
+}  // namespace
+
+const Command import_command = {"import", "import an ONNX model as an xgrad graph (with --grad, its gradients)", help,
+                                run};
+
+}  // namespace xgrad::tool
