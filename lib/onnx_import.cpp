@@ -255,14 +255,17 @@ std::string read_model_bytes(const std::string& path, std::size_t max_bytes) {
   return read_file_range(path, 0, size);
 }
 
-onnx::ModelProto parse_model(const std::string& path, std::size_t max_bytes) {
-  const std::string bytes = read_model_bytes(path, max_bytes);
+onnx::ModelProto parse_model_bytes(const std::string& bytes, const std::string& path) {
   onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromString(bytes)) {
     throw error(path + ": not an ONNX model (the protobuf does not parse: truncated or malformed)");
   }
   if (!model.has_graph()) throw error(path + ": the model has no graph (truncated or not an ONNX model)");
   return model;
+}
+
+onnx::ModelProto parse_model(const std::string& path, std::size_t max_bytes) {
+  return parse_model_bytes(read_model_bytes(path, max_bytes), path);
 }
 
 std::string model_float_type(const onnx::ModelProto& model) {
@@ -365,8 +368,8 @@ const std::set<std::size_t>* static_positions(const std::string& op) {
 template <class T>
 class Importer {
  public:
-  Importer(const std::string& path, const OnnxImportOptions& options, Graph<T>& g)
-      : m_path(path), m_options(options), m_g(g) {}
+  Importer(const std::string& path, const OnnxImportOptions& options, Graph<T>& g, bool external_data = true)
+      : m_path(path), m_data_path(external_data ? path : std::string()), m_options(options), m_g(g) {}
 
   void run(const onnx::ModelProto& model) {
     m_opset = default_opset(model);
@@ -391,7 +394,7 @@ class Importer {
     for (const TensorProto& t : graph.initializer()) {
       const std::string what = m_path + ": initializer '" + t.name() + "'";
       if (m_values.count(t.name())) throw error(what + ": defined twice");
-      OnnxTensor v = tensor_from_proto(t, m_path, m_options.max_elements, m_options.max_file_bytes, what);
+      OnnxTensor v = tensor_from_proto(t, m_data_path, m_options.max_elements, m_options.max_file_bytes, what);
       count_elements(v.shape(), what);
       Value<T>& slot = m_values[t.name()];
       if (v.is_float() && live.count(t.name())) {
@@ -933,7 +936,7 @@ class Importer {
   }
 
   OnnxTensor tensor_attr(const onnx::AttributeProto& a) const {
-    return tensor_from_proto(a.t(), m_path, m_options.max_elements, m_options.max_file_bytes,
+    return tensor_from_proto(a.t(), m_data_path, m_options.max_elements, m_options.max_file_bytes,
                              m_ctx->where + ": attribute '" + a.name() + "'");
   }
 
@@ -1699,6 +1702,7 @@ class Importer {
   }
 
   const std::string& m_path;
+  const std::string m_data_path;  // where external data is looked for: "" refuses it
   const OnnxImportOptions& m_options;
   Graph<T>& m_g;
   std::int64_t m_opset = 0;
@@ -1747,7 +1751,21 @@ std::string onnx_model_float_type(const std::string& path) {
   return model_float_type(parse_model(path, std::size_t(1) << 30));
 }
 
+template <class T>
+std::unique_ptr<Graph<T>> import_onnx_bytes(const std::string& bytes, const std::string& what,
+                                            const OnnxImportOptions& options) {
+  if (bytes.size() > options.max_file_bytes) throw error(what + ": larger than an ONNX model may be here");
+  const onnx::ModelProto model = parse_model_bytes(bytes, what);
+  auto g = std::make_unique<Graph<T>>();
+  Importer<T>(what, options, *g, /*external_data=*/false).run(model);
+  return g;
+}
+
 template std::unique_ptr<Graph<float>> import_onnx<float>(const std::string&, const OnnxImportOptions&);
+template std::unique_ptr<Graph<float>> import_onnx_bytes<float>(const std::string&, const std::string&,
+                                                               const OnnxImportOptions&);
+template std::unique_ptr<Graph<double>> import_onnx_bytes<double>(const std::string&, const std::string&,
+                                                                 const OnnxImportOptions&);
 template std::unique_ptr<Graph<double>> import_onnx<double>(const std::string&, const OnnxImportOptions&);
 
 }  // namespace xgrad

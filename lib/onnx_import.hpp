@@ -63,6 +63,11 @@ struct OnnxImportOptions {
 template <class T>
 std::unique_ptr<Graph<T>> import_onnx(const std::string& path, const OnnxImportOptions& options = {});
 
+// The same from the bytes of a model in memory, named `what` in errors; external data is refused.
+template <class T>
+std::unique_ptr<Graph<T>> import_onnx_bytes(const std::string& bytes, const std::string& what,
+                                            const OnnxImportOptions& options = {});
+
 // The names of the model's graph inputs that are not initializers (what a caller feeds), in order.
 std::vector<std::string> onnx_graph_inputs(const std::string& path);
 // The names of the model's graph outputs, in order.

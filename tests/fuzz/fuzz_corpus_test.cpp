@@ -43,6 +43,7 @@ BOOST_AUTO_TEST_CASE(npy) { BOOST_TEST(run_all("npy", xgrad::fuzz::npy) >= 20u);
 BOOST_AUTO_TEST_CASE(json_array) { BOOST_TEST(run_all("json_array", xgrad::fuzz::json_array) >= 5u); }
 BOOST_AUTO_TEST_CASE(safetensors) { BOOST_TEST(run_all("safetensors", xgrad::fuzz::safetensors) >= 3u); }
 BOOST_AUTO_TEST_CASE(npz) { BOOST_TEST(run_all("npz", xgrad::fuzz::npz) >= 3u); }
+BOOST_AUTO_TEST_CASE(onnx) { BOOST_TEST(run_all("onnx", xgrad::fuzz::onnx) >= 30u); }
 BOOST_AUTO_TEST_CASE(cli_attention) { BOOST_TEST(run_all("cli_attention", xgrad::fuzz::cli_attention) >= 4u); }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <xgrad/lib/onnx_import.hpp>
 #include <xgrad/xgrad.hpp>
 
 #include "cli.hpp"
@@ -41,6 +42,68 @@ void import_round_trip(const Json& json) {
   const auto again = graph_from_json<T>(text, graph_budget, graph_work);
   if (to_json(*again, ExportValues::all).dump() != text) broken("graph export -> import -> export changed the text");
   to_dot(*g);
+}
+
+// The ONNX importer's limits: every seed's values fit in max_elements (the GPT fixtures hold
+// about 2^12), and a model of more is refused before it allocates.
+constexpr std::size_t onnx_elements = std::size_t(1) << 16;
+constexpr std::size_t onnx_file_bytes = std::size_t(1) << 20;
+
+// The values of the graph's named outputs and gradients, in name order.
+template <class T>
+std::vector<xt::xarray<T>> named_values(const Graph<T>& g) {
+  std::vector<xt::xarray<T>> out;
+  for (const auto* names : {&g.outputs(), &g.grads()}) {
+    for (const auto& [name, slot] : *names) out.push_back(g.node(slot.node).value(slot.output));
+  }
+  return out;
+}
+
+// An imported model must replay to the same values and go through the JSON format unchanged.
+// NaNs compare equal whatever their bits, as for graph JSON. The JSON import gets the default
+// work budget: the ONNX import has already done that work once.
+template <class T>
+void check_imported(Graph<T>& g) {
+  const std::vector<xt::xarray<T>> before = named_values(g);
+  g.replay();
+  const std::vector<xt::xarray<T>> after = named_values(g);
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    if (!same_bits_any_nan(before[i], after[i])) broken("ONNX import -> replay changed an output or gradient");
+  }
+  const std::string text = to_json(g, ExportValues::all).dump();
+  std::unique_ptr<Graph<T>> again;
+  try {
+    again = graph_from_json<T>(text, graph_budget);
+  } catch (const error& e) {
+    std::fprintf(stderr, "xgrad fuzz: %s\n", e.what());
+    broken("the JSON export of an imported ONNX model does not import");
+  }
+  if (to_json(*again, ExportValues::all).dump() != text) broken("ONNX import -> export -> import -> export changed the text");
+  to_dot(g);
+}
+
+// Imports without gradients, then with them: a model that imports must also import with its
+// gradients.
+template <class T>
+void import_model(const std::string& bytes) {
+  OnnxImportOptions options;
+  options.max_elements = onnx_elements;
+  options.max_file_bytes = onnx_file_bytes;
+  std::unique_ptr<Graph<T>> g;
+  try {
+    g = import_onnx_bytes<T>(bytes, "fuzz.onnx", options);
+  } catch (const error&) {
+    return;
+  }
+  check_imported(*g);
+  options.gradients = true;
+  try {
+    g = import_onnx_bytes<T>(bytes, "fuzz.onnx", options);
+  } catch (const error& e) {
+    std::fprintf(stderr, "xgrad fuzz: %s\n", e.what());
+    broken("an ONNX model that imports does not import with its gradients");
+  }
+  check_imported(*g);
 }
 
 template <class T>
@@ -125,6 +188,13 @@ int safetensors(const std::uint8_t* data, std::size_t size) {
 }
 
 int npz(const std::uint8_t* data, std::size_t size) { return checkpoint(CheckpointFormat::npz, data, size); }
+
+int onnx(const std::uint8_t* data, std::size_t size) {
+  const std::string bytes(text_of(data, size));
+  if (size % 2 == 0) import_model<float>(bytes);
+  else import_model<double>(bytes);
+  return 0;
+}
 
 int cli_attention(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

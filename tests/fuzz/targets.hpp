@@ -25,6 +25,11 @@ int json_array(const std::uint8_t* data, std::size_t size);
 // reading again must give the same names, bits and metadata.
 int safetensors(const std::uint8_t* data, std::size_t size);
 int npz(const std::uint8_t* data, std::size_t size);
+// import_onnx_bytes on the input as a model (external data refused), in float32 if its size is
+// even, else float64, at most 2^16 elements; when it imports, the graph must replay to the same
+// outputs, export -> import -> export must give the same text, and it must import with its
+// gradients too, which must pass the same checks.
+int onnx(const std::uint8_t* data, std::size_t size);
 // `xgrad attention` in process on files made from the input: byte 0 holds flags (bit 0
 // --dtype float32, bit 1 --dtype float64, bits 2..5 whether q, k, v, grad-output are .npy rather
 // than .json); the rest is split at cli_separator into the q, k, v files, an optional

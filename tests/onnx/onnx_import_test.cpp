@@ -1,0 +1,215 @@
+// ONNX import (lib/onnx_import.hpp): models PyTorch exported (tests/data/onnx, made by
+// make_onnx_fixtures.py) against PyTorch's outputs and gradients, the saturation diagnostics on
+// an imported graph, `xgrad import`, external data and bad files. ONNX's own node tests run as
+// ctest entry onnx_node_tests (tests/onnx/node_tests.cpp).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <xtensor/xmanipulation.hpp>
+#include <xtensor/xview.hpp>
+
+#include <xgrad/lib/onnx_import.hpp>
+#include <xgrad/xgrad.hpp>
+
+#include "../check.hpp"
+#include "../tools/sandbox.hpp"
+#include "onnx_models.hpp"
+
+using namespace xgrad;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string fixtures = std::string(XGRAD_TEST_DATA) + "/onnx/";
+
+// max |a - b| <= rtol * max |b|: relative to the array's scale (elements near 0 compare absolutely).
+template <class T>
+void check_close(const xt::xarray<T>& a, const xt::xarray<double>& b, double rtol, const std::string& what) {
+  BOOST_TEST_CONTEXT(what) {
+    BOOST_REQUIRE((shape_of(a) == shape_of(b)));
+    double scale = 0, worst = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      scale = std::max(scale, std::fabs(b.data()[i]));
+      worst = std::max(worst, std::fabs(static_cast<double>(a.data()[i]) - b.data()[i]));
+    }
+    BOOST_TEST(worst <= rtol * scale, "max |xgrad - pytorch| = " << worst << ", scale " << scale);
+  }
+}
+
+xt::xarray<double> fixture_array(const std::string& dir, const std::string& name) {
+  return read_npy(fixtures + dir + "/" + name + ".npy").values;
+}
+
+template <class T>
+void check_fixture(const std::string& model, int opset, double rtol) {
+  const std::string dtype = sizeof(T) == 4 ? "float32" : "float64";
+  const std::string dir = model + "_opset" + std::to_string(opset) + "_" + dtype;
+  OnnxImportOptions options;
+  options.gradients = true;
+  const bool gpt = model == "gpt";
+  const std::string input = gpt ? "idx" : "x";
+  OnnxTensor in;
+  if (gpt) {
+    in.dtype = "int64";
+    in.ints = read_npy_integers(fixtures + dir + "/input_idx.npy");
+  } else {
+    in.dtype = dtype;
+    in.real = fixture_array(dir, "input_x");
+  }
+  options.inputs[input] = in;
+  const auto g = import_onnx<T>(fixtures + dir + ".onnx", options);
+  const std::string output = gpt ? "logp" : "y";
+  check_close(g->var(g->outputs().at(output)).value(), fixture_array(dir, "output_" + output), rtol, dir + " " + output);
+  if (!gpt) check_close(g->var(g->grads().at("x")).value(), fixture_array(dir, "grad_input_x"), rtol, dir + " grad x");
+
+  // Every initializer's gradient against its PyTorch parameter's, through mapping.json.
+  std::ifstream mf(fixtures + dir + "/mapping.json");
+  const nlohmann::json mapping = nlohmann::json::parse(mf);
+  std::set<std::string> checked;
+  for (const auto& [name, m] : mapping["initializers"].items()) {
+    if (!g->grads().count(name)) continue;  // read at import (the causal mask): no parameter
+    const xt::xarray<T> grad = g->var(g->grads().at(name)).value();
+    if (!m["parameter"].is_null()) {
+      const std::string p = m["parameter"];
+      const xt::xarray<double> want = fixture_array(dir, "grad_param_" + p);
+      if (m["transform"] == "transposed") check_close(xt::xarray<T>(xt::transpose(grad)), want, rtol, dir + " " + p);
+      else check_close(grad, want, rtol, dir + " " + p);
+      checked.insert(p);
+    } else if (m.contains("derived")) {
+      // A constant the exporter folded from rows of a parameter ("wpe.weight[:6]").
+      const std::string d = m["derived"][0];
+      const std::size_t open = d.find("[:");
+      BOOST_REQUIRE(open != std::string::npos);
+      const std::string p = d.substr(0, open);
+      const auto rows = static_cast<std::size_t>(std::stoul(d.substr(open + 2)));
+      const xt::xarray<double> full = fixture_array(dir, "grad_param_" + p);
+      check_close(grad, xt::xarray<double>(xt::view(full, xt::range(0, rows))), rtol, dir + " " + d);
+      checked.insert(p);
+    }
+  }
+  for (const auto& p : mapping["parameters_unmapped"]) BOOST_TEST(checked.count(p.get<std::string>()), dir << ": " << p << " not checked");
+  std::size_t parameters = 0;  // PyTorch's, one gradient file each
+  for (const auto& e : fs::directory_iterator(fixtures + dir)) parameters += e.path().filename().string().rfind("grad_param_", 0) == 0;
+  BOOST_TEST(checked.size() == parameters, dir);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(onnx_import)
+
+BOOST_AUTO_TEST_CASE(pytorch_exports_match_pytorch_outputs_and_gradients) {
+  for (const std::string model : {"encoder", "gpt"}) {
+    for (const int opset : {14, 17}) {
+      check_fixture<float>(model, opset, 1e-5);
+      check_fixture<double>(model, opset, 1e-10);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(softmax_diagnostics_read_the_imported_attention) {
+  OnnxImportOptions options;
+  options.inputs["idx"] = {"int64", {}, read_npy_integers(fixtures + "gpt_opset17_float64/input_idx.npy")};
+  options.gradients = true;
+  const auto g = import_onnx<double>(fixtures + "gpt_opset17_float64.onnx", options);
+  std::vector<SoftmaxDiagnostics> d;
+  for (const auto& s : softmax_diagnostics(*g)) {
+    if (!g->node(s.node).in_backward()) d.push_back(s);  // log_softmax's VJP has a softmax of its own
+  }
+  BOOST_TEST_REQUIRE(d.size() == 2u);  // one attention softmax per block
+  for (const auto& s : d) {
+    BOOST_TEST(s.n == 6u);                  // T keys
+    BOOST_TEST(s.row_count == 2u * 2 * 6);  // B x H x T queries
+    BOOST_TEST(s.gradient_gain.has_value());
+    // The causal mask: the first query sees one key, its weight 1.
+    BOOST_TEST(s.rows.at(0).max_weight == 1.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(index_leaves_take_new_ids_and_replay) {
+  const std::string model = fixtures + "gpt_opset14_float64.onnx";
+  OnnxImportOptions a, b;
+  a.inputs["idx"] = {"int64", {}, xt::xarray<std::int64_t>{{1, 2, 3, 4, 5, 6}, {0, 0, 1, 1, 2, 2}}};
+  b.inputs["idx"] = {"int64", {}, xt::xarray<std::int64_t>{{10, 9, 8, 7, 6, 5}, {3, 3, 3, 3, 3, 3}}};
+  const auto ga = import_onnx<double>(model, a), gb = import_onnx<double>(model, b);
+  Var<double> ids;
+  for (std::size_t id = 0; id < ga->size(); ++id) {
+    if (ga->node(id).index_leaf) ids = ga->var(id);
+  }
+  BOOST_REQUIRE(ids.valid());
+  BOOST_TEST(ids.node().name == "idx");
+  ga->set_value(ids, b.inputs["idx"].ints);
+  ga->replay();
+  const auto ya = ga->var(ga->outputs().at("logp")).value(), yb = gb->var(gb->outputs().at("logp")).value();
+  BOOST_TEST((ya == yb));
+}
+
+BOOST_AUTO_TEST_CASE(external_data_only_beside_the_model) {
+  const fs::path dir = fs::path(XGRAD_TEST_OUTPUT) / "onnx_external";
+  fs::create_directories(dir / "sub");
+  const std::vector<float> w = {1.5f, -2.0f, 0.25f};
+  std::ofstream(dir / "sub" / "w.bin", std::ios::binary).write(reinterpret_cast<const char*>(w.data()), 12);
+  const auto model = [&](const std::string& location) {
+    onnx::ModelProto m = test::onnx_model("Mul", {{"x", onnx::TensorProto::FLOAT, {3}}}, {"x", "w"});
+    test::make_external(test::add_initializer(m, "w", w), location);
+    test::write_model(m, (dir / "m.onnx").string());
+    return (dir / "m.onnx").string();
+  };
+  OnnxImportOptions o;
+  o.inputs["x"] = {"float32", xt::xarray<double>{2.0, 2.0, 2.0}, {}};
+  const auto g = import_onnx<float>(model("sub/w.bin"), o);
+  BOOST_TEST((g->var(g->outputs().at("y")).value() == xt::xarray<float>{3.0f, -4.0f, 0.5f}));
+  check_error([&] { import_onnx<float>(model("../w.bin"), o); }, {"initializer 'w': external data location '../w.bin' leaves the model's directory"});
+  check_error([&] { import_onnx<float>(model("/etc/passwd"), o); }, {"external data location '/etc/passwd' is not a relative path beside the model"});
+  check_error([&] { import_onnx<float>(model("sub/missing.bin"), o); }, {"missing.bin"});
+}
+
+BOOST_AUTO_TEST_CASE(cli_import_then_replay_and_inspect) {
+  test::Sandbox box;
+  const std::string dir = fixtures + "gpt_opset17_float32";
+  const test::Run r = box.xgrad("import '" + dir + ".onnx' --input idx='" + dir + "/input_idx.npy' --grad -o g.json");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto j = nlohmann::json::parse(test::read_text(box.dir / "g.json"));
+  BOOST_TEST(j["dtype"] == "float32");
+  BOOST_TEST(j["outputs"].contains("logp"));
+  BOOST_TEST(j["grads"].contains("wte.weight"));
+  const test::Run replay = box.xgrad("replay g.json");
+  BOOST_TEST(replay.rc == 0, replay.out << replay.err);
+  const test::Run inspect = box.xgrad("inspect g.json");
+  BOOST_TEST(inspect.rc == 0, inspect.err);
+  BOOST_TEST(inspect.out.find("softmax") != std::string::npos);
+  // float64 on request; a model's declared shape fixed, so no --input needed for the encoder.
+  const test::Run f64 = box.xgrad("import '" + fixtures + "encoder_opset14_float32.onnx' --dtype float64 -o e.json");
+  BOOST_TEST_REQUIRE(f64.rc == 0, f64.err);
+  BOOST_TEST(nlohmann::json::parse(test::read_text(box.dir / "e.json"))["dtype"] == "float64");
+}
+
+BOOST_AUTO_TEST_CASE(cli_import_refuses_with_one_line_and_writes_nothing) {
+  test::Sandbox box;
+  // An unsupported op: the node named.
+  test::write_model(test::onnx_model("Conv", {{"x", onnx::TensorProto::FLOAT, {1, 1, 3, 3}}, {"w", onnx::TensorProto::FLOAT, {1, 1, 1, 1}}},
+                                     {"x", "w"}, 13),
+                    box.path("conv.onnx"));
+  const test::Run conv = box.xgrad("import conv.onnx -o g.json");
+  BOOST_TEST(conv.rc == 2);
+  BOOST_TEST(conv.err == "xgrad import: conv.onnx: node 0 'the_node' (Conv, domain ai.onnx, opset 13): op not supported\n");
+  BOOST_TEST(!fs::exists(box.dir / "g.json"));
+  // A truncated model.
+  const std::string bytes = test::read_text(fixtures + "encoder_opset17_float32.onnx");
+  test::write_text(box.dir / "cut.onnx", bytes.substr(0, bytes.size() / 2));
+  const test::Run cut = box.xgrad("import cut.onnx -o g.json");
+  BOOST_TEST(cut.rc == 2);
+  BOOST_TEST(cut.err.find("cut.onnx: not an ONNX model (the protobuf does not parse: truncated or malformed)") != std::string::npos, cut.err);
+  BOOST_TEST(!fs::exists(box.dir / "g.json"));
+  // Bad usage.
+  BOOST_TEST(box.xgrad("import conv.onnx").rc == 2);
+  BOOST_TEST(box.xgrad("import conv.onnx --input x -o g.json").rc == 2);
+  const test::Run unknown = box.xgrad("import '" + fixtures + "encoder_opset14_float32.onnx' --input nope=q.json -o g.json");
+  BOOST_TEST(unknown.rc == 2);
+  BOOST_TEST(unknown.err.find("--input nope: the model has no graph input of that name (it has x)") != std::string::npos, unknown.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
