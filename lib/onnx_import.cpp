@@ -387,7 +387,7 @@ class Importer {
     }
     for (const auto& given : m_options.inputs) {
       if (!m_values.count(given.first)) {
-        throw error(m_path + ": --input " + given.first + ": the model has no graph input of that name" +
+        throw error(m_path + ": input '" + given.first + "' given, but the model has no graph input of that name" +
                     input_names(graph, initializer_names));
       }
     }
@@ -514,14 +514,14 @@ class Importer {
         throw error(what + ": the model declares " + dtype + ", the value given is " + value.dtype);
       }
     } else {
-      if (!has_shape) throw error(what + ": the model gives no shape; give its value (--input " + in.name() + "=FILE)");
+      if (!has_shape) throw error(what + ": the model gives no shape; give its value (xgrad import --input " + in.name() + "=FILE)");
       Shape s;
       for (std::size_t k = 0; k < declared.size(); ++k) {
         if (!declared[k]) {
           const auto& d = tt.shape().dim(static_cast<int>(k));
           throw error(what + ": dimension " + std::to_string(k) +
                       (d.has_dim_param() ? " '" + d.dim_param() + "'" : std::string()) +
-                      " is not fixed; give its value (--input " + in.name() + "=FILE)");
+                      " is not fixed; give its value (xgrad import --input " + in.name() + "=FILE)");
         }
         s.push_back(*declared[k]);
       }
@@ -1370,6 +1370,21 @@ class Importer {
     return reshape_to(log_form ? log_softmax(rows, -1) : softmax(rows, -1), s);
   }
 
+  // Counts a product's multiply-adds against max_work before it runs.
+  void charge_product(const Shape& a, const Shape& b, bool ta, bool tb) {
+    const Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+    const auto batch = broadcast_shapes(ba, bb);
+    double batches = 1;
+    for (std::size_t d : batch ? *batch : ba) batches *= static_cast<double>(d);
+    const double m = static_cast<double>(a[a.size() - (ta ? 1 : 2)]), k = static_cast<double>(a[a.size() - (ta ? 2 : 1)]);
+    const double n = static_cast<double>(b[b.size() - (tb ? 2 : 1)]);
+    m_work += batches * m * k * n;
+    if (m_work > m_options.max_work) {
+      fail("the model's products would cost more than " + number_str(m_options.max_work) +
+           " multiply-adds, the most an import may run");
+    }
+  }
+
   Var<T> matmul_numpy(Var<T> a, Var<T> b) {
     const Shape sa = a.shape(), sb = b.shape();
     if (sa.empty() || sb.empty()) fail("MatMul of a scalar (shapes " + shape_str(sa) + " and " + shape_str(sb) + ")");
@@ -1378,6 +1393,7 @@ class Importer {
     if (vb) b = reshape(b, {sb[0], 1});
     const Shape pa = a.shape(), pb = b.shape();
     if (pa.back() != pb[pb.size() - 2]) fail("MatMul of " + shape_str(sa) + " and " + shape_str(sb) + ": inner sizes differ");
+    charge_product(pa, pb, false, false);
     Var<T> y = matmul(a, b);
     if (va || vb) {
       Shape s = y.shape();
@@ -1600,6 +1616,7 @@ class Importer {
         fail("Gemm of " + shape_str(a.shape()) + (ta ? "^T" : "") + " and " + shape_str(b.shape()) + (tb ? "^T" : "") +
              ": inner sizes differ");
       }
+      charge_product(a.shape(), b.shape(), ta, tb);
       Var<T> y = matmul(a, b, ta, tb);
       const double alpha = attr_float("alpha", 1.0), beta = attr_float("beta", 1.0);
       if (alpha != 1) y = scale(y, alpha);
@@ -1709,6 +1726,7 @@ class Importer {
   std::string m_model_float;
   std::map<std::string, Value<T>> m_values;
   std::size_t m_elements = 0;
+  double m_work = 0;
   const NodeCtx* m_ctx = nullptr;
 };
 

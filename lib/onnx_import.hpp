@@ -43,6 +43,9 @@ struct OnnxImportOptions {
   // together, and the bytes of the model file (and of each external data file).
   std::size_t max_elements = max_array_elements;
   std::size_t max_file_bytes = std::size_t(1) << 30;
+  // The most multiply-adds the products of the graph (MatMul, Gemm) may cost together: the
+  // other ops cost a few visits per element, bounded by max_elements.
+  double max_work = max_import_work;
 };
 
 // Imports the ONNX model at `path`, computing in T (float or double: the model's float tensors

@@ -6,6 +6,7 @@
 #include "../check.hpp"
 #include "../graph_json_v1.hpp"
 #include "../pick_op.hpp"
+#include "../onnx/onnx_models.hpp"
 
 #include <xgrad/graph/backward.hpp>
 
@@ -20,6 +21,7 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include <xgrad/lib/onnx_import.hpp>
 
 namespace fs = std::filesystem;
 
@@ -199,6 +201,17 @@ void load_params_from(std::map<std::string, xt::xarray<double>> tensors) {
   Params p;
   load_parameters(p.g, at("p.safetensors"));
 }
+
+// ONNX models for the X rows: one node, imported from bytes as "m.onnx".
+using test::OnnxInput;
+constexpr int f32 = onnx::TensorProto::FLOAT;
+void import_model(const onnx::ModelProto& m, const OnnxImportOptions& options = {}) {
+  import_onnx_bytes<float>(m.SerializeAsString(), "m.onnx", options);
+}
+onnx::ModelProto unary_model(const std::string& op, long opset = 17, int type = f32, std::vector<long> dims = {3}) {
+  return test::onnx_model(op, {{"x", type, dims}}, {"x"}, opset);
+}
+OnnxTensor floats(xt::xarray<double> v) { return {"float32", std::move(v), {}}; }
 
 std::vector<Row> rows() {
   return {
@@ -480,6 +493,33 @@ std::vector<Row> rows() {
       {"T16", "xgrad", "--values with --format dot", Kind::usage, [] { run_cli(tool::export_command, {"--shape", "1,1,1,1", "--format", "dot", "--values", "all"}); }, {"--values applies to --format json only"}},
       {"T17", "xgrad", "replay without a file", Kind::usage, [] { run_cli(tool::replay_command, {}); }, {"missing GRAPH.json"}},
       {"T18", "xgrad", "replay of a file that is no graph", Kind::error, [] { run_cli(tool::replay_command, {at("v.json")}); }, {"v.json: graph JSON: top level: expected an object, got array"}},
+      {"T28", "xgrad", "import: an --input without NAME=", Kind::usage, [] { run_cli(tool::import_command, {at("m.onnx"), "--input", "x", "-o", at("g.json")}); }, {"--input needs NAME=FILE, not 'x'"}},
+      {"T29", "xgrad", "import without -o", Kind::usage, [] { run_cli(tool::import_command, {at("m.onnx")}); }, {"missing -o GRAPH.json"}},
+      {"X01", "ONNX import", "not a protobuf ModelProto (truncated, malformed)", Kind::error, [] { import_onnx_bytes<float>("garbage", "m.onnx"); }, {"m.onnx: not an ONNX model (the protobuf does not parse: truncated or malformed)"}},
+      {"X02", "ONNX import", "a model without a graph", Kind::error, [] { onnx::ModelProto m; m.set_ir_version(8); import_model(m); }, {"m.onnx: the model has no graph"}},
+      {"X03", "ONNX import", "no opset of the default domain", Kind::error, [] { auto m = unary_model("Relu"); m.mutable_opset_import(0)->set_domain("com.example"); import_model(m); }, {"m.onnx: the model imports no opset of the default domain (ai.onnx)"}},
+      {"X04", "ONNX import", "an opset newer than 17", Kind::error, [] { import_model(unary_model("Relu", 18)); }, {"m.onnx: opset 18 of the default domain is not supported (1 to 17)"}},
+      {"X05", "ONNX import", "an op the importer does not map", Kind::error, [] { import_model(unary_model("Conv", 13)); }, {"m.onnx: node 0 'the_node' (Conv, domain ai.onnx, opset 13): op not supported"}},
+      {"X06", "ONNX import", "an op of another domain", Kind::error, [] { auto m = unary_model("Relu"); m.mutable_graph()->mutable_node(0)->set_domain("com.microsoft"); import_model(m); }, {"node 0 'the_node' (Relu, domain com.microsoft, opset 17): domain not supported (only the default ONNX domain, ai.onnx)"}},
+      {"X07", "ONNX import", "a graph input of an unsupported element type", Kind::error, [] { import_model(unary_model("Relu", 17, onnx::TensorProto::STRING)); }, {"m.onnx: graph input 'x': element type STRING is not supported"}},
+      {"X08", "ONNX import", "a graph input of no fixed shape and no value given", Kind::error, [] { import_model(unary_model("Relu", 17, f32, {-1, 3})); }, {"graph input 'x': dimension 0 'batch' is not fixed; give its value (xgrad import --input x=FILE)"}},
+      {"X09", "ONNX import", "a value given of another shape than the model declares", Kind::error, [] { OnnxImportOptions o; o.inputs["x"] = floats(xt::zeros<double>({2})); import_model(unary_model("Relu"), o); }, {"graph input 'x': the value given has shape (2,), the model declares (3,)"}},
+      {"X10", "ONNX import", "a value given for no graph input", Kind::error, [] { OnnxImportOptions o; o.inputs["q"] = floats(xt::zeros<double>({3})); import_model(unary_model("Relu"), o); }, {"m.onnx: input 'q' given, but the model has no graph input of that name (it has x)"}},
+      {"X11", "ONNX import", "a shape computed at run time", Kind::error, [] { import_model(test::onnx_model("Reshape", {{"x", f32, {3}}, {"s", f32, {1}}}, {"x", "s"})); }, {"(Reshape, domain ai.onnx, opset 17): input 1 's' must be known at import (a shape, axes, indices or a condition), but it is computed from the graph's inputs at run time"}},
+      {"X12", "ONNX import", "an integer graph input in a float computation", Kind::error, [] { import_model(unary_model("Relu", 17, onnx::TensorProto::INT64)); }, {"(Relu, domain ai.onnx, opset 17): input 0 'x' is computed from the integer graph input 'x', which xgrad reads only as Gather's indices or as shapes"}},
+      {"X13", "ONNX import", "an output that is not float", Kind::error, [] { import_model(unary_model("Shape")); }, {"m.onnx: graph output 'y' is int64: an xgrad graph computes float values only"}},
+      {"X14", "ONNX import", "a float cast to the other float type at run time", Kind::error, [] { auto m = unary_model("Cast", 17, onnx::TensorProto::DOUBLE); auto* a = m.mutable_graph()->mutable_node(0)->add_attribute(); a->set_name("to"); a->set_type(onnx::AttributeProto::INT); a->set_i(f32); import_onnx_bytes<double>(m.SerializeAsString(), "m.onnx"); }, {"(Cast, domain ai.onnx, opset 17): cast of a float64 value computed at run time to float32 (an xgrad graph has one float type)"}},
+      {"X15", "ONNX import", "a Pow exponent without a mapping", Kind::error, [] { auto m = test::onnx_model("Pow", {{"x", f32, {3}}}, {"x", "p"}); test::add_initializer(m, "p", {2.5f}); import_model(m); }, {"(Pow, domain ai.onnx, opset 17): exponent 2.5 is not supported (1, 2, 3, 0.5, -1, -0.5)"}},
+      {"X16", "ONNX import", "a Reshape to another element count", Kind::error, [] { auto m = test::onnx_model("Reshape", {{"x", f32, {6}}}, {"x", "s"}); test::add_int64_initializer(m, "s", {4}); import_model(m); }, {"(Reshape, domain ai.onnx, opset 17): cannot reshape (6,) (6 elements) to [4]"}},
+      {"X17", "ONNX import", "an input no earlier node produces", Kind::error, [] { import_model(test::onnx_model("Add", {{"x", f32, {3}}}, {"x", "nope"})); }, {"node 0 'the_node' (Add, domain ai.onnx, opset 17): input 1 'nope' is produced by no earlier node, initializer or graph input"}},
+      {"X18", "ONNX import", "a graph output no node produces", Kind::error, [] { auto m = unary_model("Relu"); m.mutable_graph()->mutable_output(0)->set_name("z"); import_model(m); }, {"m.onnx: graph output 'z' is produced by no node (truncated model?)"}},
+      {"X19", "ONNX import", "tensor data of another size than its shape", Kind::error, [] { auto m = test::onnx_model("Add", {{"x", f32, {3}}}, {"x", "w"}); test::add_initializer(m, "w", {1, 2, 3}).mutable_raw_data()->resize(8); import_model(m); }, {"m.onnx: initializer 'w': shape (3,) of float32 needs 12 bytes of data, the tensor has 8"}},
+      {"X20", "ONNX import", "a tensor of more than 2^28 elements", Kind::error, [] { auto m = test::onnx_model("Add", {{"x", f32, {3}}}, {"x", "w"}); auto& t = test::add_initializer(m, "w", {}); t.clear_dims(); t.add_dims(1 << 20); t.add_dims(1 << 10); import_model(m); }, {"m.onnx: initializer 'w': shape (1048576, 1024) has more than 268435456 elements"}},
+      {"X21", "ONNX import", "products beyond the work limit", Kind::error, [] { OnnxImportOptions o; o.max_work = 100; import_model(test::onnx_model("MatMul", {{"a", f32, {8, 8}}, {"b", f32, {8, 8}}}, {"a", "b"}), o); }, {"(MatMul, domain ai.onnx, opset 17): the model's products would cost more than 100 multiply-adds, the most an import may run"}},
+      {"X22", "ONNX import", "external data outside the model's directory", Kind::error, [] { auto m = test::onnx_model("Add", {{"x", f32, {3}}}, {"x", "w"}); test::make_external(test::add_initializer(m, "w", {1, 2, 3}), "../w.bin"); test::write_model(m, at("ext.onnx")); import_onnx<float>(at("ext.onnx")); }, {"ext.onnx: initializer 'w': external data location '../w.bin' leaves the model's directory"}},
+      {"X23", "ONNX import", "external data at an absolute path", Kind::error, [] { auto m = test::onnx_model("Add", {{"x", f32, {3}}}, {"x", "w"}); test::make_external(test::add_initializer(m, "w", {1, 2, 3}), "/etc/w.bin"); test::write_model(m, at("ext.onnx")); import_onnx<float>(at("ext.onnx")); }, {"ext.onnx: initializer 'w': external data location '/etc/w.bin' is not a relative path beside the model"}},
+      {"X24", "ONNX import", "external data in a model read from bytes", Kind::error, [] { auto m = test::onnx_model("Add", {{"x", f32, {3}}}, {"x", "w"}); test::make_external(test::add_initializer(m, "w", {1, 2, 3}), "w.bin"); import_model(m); }, {"m.onnx: initializer 'w': external data is not allowed here"}},
+      {"X25", "ONNX import", "Dropout in training mode", Kind::error, [] { auto m = test::onnx_model("Dropout", {{"x", f32, {3}}}, {"x", "", "t"}); auto* t = m.mutable_graph()->add_initializer(); t->set_name("t"); t->set_data_type(onnx::TensorProto::BOOL); t->add_int32_data(1); import_model(m); }, {"(Dropout, domain ai.onnx, opset 17): training mode is not supported (xgrad's dropout draws other masks than ONNX's)"}},
   };
 }
 

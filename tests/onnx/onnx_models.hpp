@@ -2,6 +2,7 @@
 // catalogue: one op applied to graph inputs and initializers, written to a file.
 #pragma once
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -60,6 +61,15 @@ inline onnx::TensorProto& add_initializer(onnx::ModelProto& m, const std::string
   t->add_dims(static_cast<long>(v.size()));
   t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
   return *t;
+}
+
+// An int64 initializer (a shape, axes), 1-D.
+inline void add_int64_initializer(onnx::ModelProto& m, const std::string& name, const std::vector<std::int64_t>& v) {
+  onnx::TensorProto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<long>(v.size()));
+  for (std::int64_t x : v) t->add_int64_data(x);
 }
 
 // The same initializer's data in an external file at `location`.
