@@ -1,5 +1,6 @@
 # `cmake --install build --prefix P` installs the headers, the library, the `xgrad` tool and a CMake
-# package, so a consumer writes find_package(xgrad CONFIG REQUIRED) and links xgrad::xgrad.
+# package, so a consumer writes find_package(xgrad CONFIG REQUIRED) and links xgrad::xgrad (and
+# xgrad::xgrad_onnx for the ONNX importer).
 include(CMakePackageConfigHelpers)
 
 # The headers keep their layout (ops/kernels/ included); ops/elementwise.def is the table of
@@ -9,7 +10,7 @@ install(DIRECTORY graph ops lib
   FILES_MATCHING PATTERN "*.hpp" PATTERN "*.def" PATTERN "xgrad.hpp" EXCLUDE)
 install(FILES lib/xgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad)
 
-install(TARGETS xgrad EXPORT xgradTargets
+install(TARGETS xgrad xgrad_onnx EXPORT xgradTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

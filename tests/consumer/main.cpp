@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include <xgrad/lib/onnx_import.hpp>
 #include <xgrad/xgrad.hpp>
 
 // Every block of a pre-LN transformer layer once, checked on hand values; true if all agree.
@@ -63,5 +64,9 @@ int main() {
   const bool ckpt_ok = back.metadata.at("from") == "consumer" && *back.find("v") == v.value();
   std::printf("checkpoint: %s\n", ckpt_ok ? "read back" : "differs");
   const bool blocks_ok = building_blocks<float>("consumer.safetensors") && building_blocks<double>("consumer_f64.npz");
-  return ok && ckpt_ok && blocks_ok ? 0 : 1;
+  // The ONNX importer: PyTorch's encoder layer, its input shape fixed by the model.
+  const auto layer = xgrad::import_onnx<float>(XGRAD_ONNX_MODEL);
+  const bool onnx_ok = layer->outputs().count("y") == 1 && layer->var(layer->outputs().at("y")).shape() == xgrad::Shape{2, 5, 16};
+  std::printf("onnx import: %s\n", onnx_ok ? "as expected" : "differs");
+  return ok && ckpt_ok && blocks_ok && onnx_ok ? 0 : 1;
 }
