@@ -92,11 +92,9 @@ void import_model(const std::string& bytes) {
   std::unique_ptr<Graph<T>> g;
   try {
     g = import_onnx_bytes<T>(bytes, "fuzz.onnx", options);
-  } catch (const error& e) {
-    if (std::getenv("XGRAD_FUZZ_DEBUG")) std::fprintf(stderr, "REFUSED %s\n", e.what());
+  } catch (const error&) {
     return;
   }
-  if (std::getenv("XGRAD_FUZZ_DEBUG")) std::fprintf(stderr, "IMPORTED %zu nodes\n", g->size());
   check_imported(*g);
   options.gradients = true;
   try {
