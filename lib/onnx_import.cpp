@@ -90,6 +90,42 @@ std::string number_str(double x) {
   return s.str();
 }
 
+// True if s is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF):
+// names become JSON strings in exports.
+bool valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    std::size_t len = 0;
+    unsigned cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = cp << 6 | (p[i + k] & 0x3F);
+    }
+    const unsigned min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
 bool is_float_name(const std::string& dtype) { return dtype == "float32" || dtype == "float64"; }
 
 template <class T>
@@ -379,6 +415,7 @@ class Importer {
     for (const TensorProto& t : graph.initializer()) initializer_names.insert(t.name());
     if (graph.sparse_initializer_size() > 0) throw error(m_path + ": sparse initializers are not supported");
     const std::set<std::string> live = live_values(graph);
+    check_names(graph);
 
     // Graph inputs first (IR < 4 lists initializers among them: those are initializers).
     for (const onnx::ValueInfoProto& in : graph.input()) {
@@ -441,6 +478,23 @@ class Importer {
                   std::to_string(max_opset) + ")");
     }
     return *opset;
+  }
+
+  // Every name that can become a node's name, an output's or a gradient's must be UTF-8.
+  void check_names(const onnx::GraphProto& graph) const {
+    const auto check = [&](const std::string& name, const std::string& what) {
+      if (!valid_utf8(name)) throw error(m_path + ": " + what + " has a name that is not valid UTF-8");
+    };
+    for (const auto& v : graph.input()) check(v.name(), "a graph input");
+    for (const auto& v : graph.output()) check(v.name(), "a graph output");
+    for (const auto& t : graph.initializer()) check(t.name(), "an initializer");
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const onnx::NodeProto& n = graph.node(i);
+      const std::string what = "node " + std::to_string(i);
+      check(n.name(), what);
+      for (const std::string& s : n.input()) check(s, what + "'s input");
+      for (const std::string& s : n.output()) check(s, what + "'s output");
+    }
   }
 
   std::string input_names(const onnx::GraphProto& graph, const std::set<std::string>& initializers) const {

@@ -29,6 +29,8 @@ const char* const help =
     "                     \"grads\" by their ONNX names\n"
     "  -o GRAPH.json      where to write the graph (written whole or not at all)\n"
     "\n"
+    "Prints one line: the nodes, dtype, inputs, parameters, outputs and gradients written.\n"
+    "\n"
     "exit status: 0 written, 2 bad usage or input: an op, attribute or type the importer does\n"
     "             not support (one line naming the file, the node's index and name, its op_type,\n"
     "             domain and opset), a truncated or malformed file, or out of memory\n";
@@ -55,9 +57,27 @@ OnnxTensor input_value(const std::string& file) {
   return t;
 }
 
+// What the graph holds, for the line the command prints.
 template <class T>
-std::string imported_json(const std::string& model, const OnnxImportOptions& options) {
+std::string summary(const Graph<T>& g) {
+  std::size_t inputs = 0, parameters = 0;
+  for (std::size_t id = 0; id < g.size(); ++id) {
+    const Node<T>& n = g.node(id);
+    inputs += n.is_leaf() && (n.role == Role::input || n.index_leaf);
+    parameters += n.is_leaf() && n.role == Role::parameter;
+  }
+  const auto count = [](std::size_t n, const char* what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  return count(g.size(), "node") + " (" + dtype_name<T>() + "), " + count(inputs, "input") + ", " +
+         count(parameters, "parameter") + ", " + count(g.outputs().size(), "output") + ", " +
+         count(g.grads().size(), "gradient");
+}
+
+template <class T>
+std::string imported_json(const std::string& model, const OnnxImportOptions& options, std::string& about) {
   const std::unique_ptr<Graph<T>> g = import_onnx<T>(model, options);
+  about = summary(*g);
   return to_json(*g, ExportValues::all).dump() + "\n";
 }
 
@@ -83,12 +103,13 @@ int run(const std::vector<std::string>& args) {
   }
   const Phase phase("importing " + model);
   const std::string dtype = o.choice("--dtype", {"float32", "float64"}, onnx_model_float_type(model));
-  std::string text;
+  std::string text, about;
   with_dtype(dtype, [&](auto tag) {
-    text = imported_json<decltype(tag)>(model, options);
+    text = imported_json<decltype(tag)>(model, options, about);
     return 0;
   });
   write_files_atomically({{*out, [&] { return std::move(text); }}}, files);
+  std::printf("%s: %s, written to %s\n", model.c_str(), about.c_str(), out->c_str());
   return 0;
 }
 
