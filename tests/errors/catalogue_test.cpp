@@ -495,6 +495,7 @@ std::vector<Row> rows() {
       {"T18", "xgrad", "replay of a file that is no graph", Kind::error, [] { run_cli(tool::replay_command, {at("v.json")}); }, {"v.json: graph JSON: top level: expected an object, got array"}},
       {"T28", "xgrad", "import: an --input without NAME=", Kind::usage, [] { run_cli(tool::import_command, {at("m.onnx"), "--input", "x", "-o", at("g.json")}); }, {"--input needs NAME=FILE, not 'x'"}},
       {"T29", "xgrad", "import without -o", Kind::usage, [] { run_cli(tool::import_command, {at("m.onnx")}); }, {"missing -o GRAPH.json"}},
+      {"T30", "xgrad", "export --graph with attention inputs", Kind::usage, [] { run_cli(tool::export_command, {"--graph", at("g.json"), "--shape", "1,1,1,1"}); }, {"--graph takes no --shape: the graph's file says it all"}},
       {"X01", "ONNX import", "not a protobuf ModelProto (truncated, malformed)", Kind::error, [] { import_onnx_bytes<float>("garbage", "m.onnx"); }, {"m.onnx: not an ONNX model (the protobuf does not parse: truncated or malformed)"}},
       {"X02", "ONNX import", "a model without a graph", Kind::error, [] { onnx::ModelProto m; m.set_ir_version(8); import_model(m); }, {"m.onnx: the model has no graph"}},
       {"X03", "ONNX import", "no opset of the default domain", Kind::error, [] { auto m = unary_model("Relu"); m.mutable_opset_import(0)->set_domain("com.example"); import_model(m); }, {"m.onnx: the model imports no opset of the default domain (ai.onnx)"}},

@@ -178,6 +178,12 @@ BOOST_AUTO_TEST_CASE(cli_import_then_replay_and_inspect) {
   BOOST_TEST(j["grads"].contains("wte.weight"));
   const test::Run replay = box.xgrad("replay g.json");
   BOOST_TEST(replay.rc == 0, replay.out << replay.err);
+  const test::Run dot = box.xgrad("export --graph g.json --format dot -o g.dot");
+  BOOST_TEST(dot.rc == 0, dot.err);
+  BOOST_TEST(test::read_text(box.dir / "g.dot").rfind("digraph xgrad {", 0) == 0);
+  const test::Run again = box.xgrad("export --graph g.json --values inputs -o g2.json");
+  BOOST_TEST(again.rc == 0, again.err);
+  BOOST_TEST(box.xgrad("replay g2.json").rc == 0);
   const test::Run inspect = box.xgrad("inspect g.json");
   BOOST_TEST(inspect.rc == 0, inspect.err);
   BOOST_TEST(inspect.out.find("softmax") != std::string::npos);

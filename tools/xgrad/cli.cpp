@@ -43,6 +43,19 @@ Options::Options(const std::vector<std::string>& args, std::initializer_list<Opt
   }
 }
 
+GraphFile read_graph_file(const std::string& path) {
+  const std::string text = read_text_file(path);
+  GraphFile f;
+  try {
+    f.json = parse_graph_json(text);
+    f.dtype = graph_json_dtype(f.json);
+  } catch (const error& e) {
+    const std::string what = e.what();
+    throw error(path + ": " + (what.rfind("graph JSON", 0) == 0 ? "" : "graph JSON: ") + what);
+  }
+  return f;
+}
+
 std::vector<std::string> Options::all(const std::string& name) const {
   const auto it = m_repeated.find(name);
   return it == m_repeated.end() ? std::vector<std::string>{} : it->second;

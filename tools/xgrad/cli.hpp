@@ -118,6 +118,14 @@ auto naming(const std::string& what, F&& f) {
   return with_context([&] { return what + ": "; }, std::forward<F>(f));
 }
 
+// A graph file as `xgrad export` writes it, parsed, and its dtype; errors name the file
+// ("g.json: graph JSON: top level: ...").
+struct GraphFile {
+  Json json;
+  std::string dtype;
+};
+GraphFile read_graph_file(const std::string& path);
+
 // Writes each (path, contents) through a temporary file in the path's directory; once all are
 // complete they are renamed into place, so a failure leaves none half-written and replaces
 // none, and its message names the path, never the temporary. contents() is called for one file

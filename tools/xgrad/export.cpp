@@ -25,11 +25,16 @@ std::string help_text() {
          std::string(values_name(ExportValues::none)) + "|" + values_name(ExportValues::inputs) + "|" +
          values_name(ExportValues::all) + "]\n"
          "                    [--no-backward] [-o FILE]\n"
+         "       xgrad export --graph GRAPH.json [--format json|dot] [--values V] [-o FILE]\n"
          "\n"
          "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
-         "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out.\n"
+         "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out. With --graph,\n"
+         "writes a graph exported before (by `xgrad export` or `xgrad import`) instead, recomputed from\n"
+         "its stored leaves: as DOT to draw it, or as JSON with other values.\n"
          "\n" +
          input_options_help +
+         "  --graph GRAPH.json  the graph to write, instead of attention (no --q/--k/--v/--shape/--seed/\n"
+         "                      --dtype/--impl/--no-backward then)\n" +
          "  --format F          json (default): the xgrad-graph format, version 2, which `xgrad replay`\n"
          "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg)\n"
          "  --values V          JSON only: the node values to include: " + name(ExportValues::none) + ", " +
@@ -45,19 +50,9 @@ std::string help_text() {
 
 const std::string help = help_text();
 
+// Writes g as --format and --values say, to -o or stdout.
 template <class T>
-int run_export(const Options& o, const AttentionInputs& in) {
-  AttentionGraph<T> a;
-  build_attention(in, a);
-  Graph<T>& g = a.graph;
-  g.set_output("out", a.out);
-  if (!o.has("--no-backward")) {
-    const Phase phase("differentiating the graph of " + in.origin);
-    const auto grads = grad(a.out, {a.q, a.k, a.v});
-    g.set_grad("q", grads[0]);
-    g.set_grad("k", grads[1]);
-    g.set_grad("v", grads[2]);
-  }
+int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::string>& inputs) {
   const std::string format = o.choice("--format", {"json", "dot"}, "json");
   const std::string values =
       o.choice("--values", {values_name(ExportValues::none), values_name(ExportValues::inputs), values_name(ExportValues::all)},
@@ -73,17 +68,50 @@ int run_export(const Options& o, const AttentionInputs& in) {
   }();
   if (const auto path = o.get("-o")) {
     // Moved, not copied: contents() is called once, and the text may be most of the memory.
-    write_files_atomically({{*path, [&] { return std::move(text); }}}, in.files);
+    write_files_atomically({{*path, [&] { return std::move(text); }}}, inputs);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
   }
   return 0;
 }
 
+// --graph: an exported graph, imported (which recomputes every node) and written again.
+int export_graph(const Options& o) {
+  for (const char* other : {"--q", "--k", "--v", "--shape", "--seed", "--dtype", "--impl", "--no-backward"}) {
+    if (o.has(other)) throw usage_error(std::string("--graph takes no ") + other + ": the graph's file says it all");
+  }
+  const std::string path = *o.get("--graph");
+  const Phase reading("reading " + path);
+  const GraphFile file = read_graph_file(path);
+  return with_dtype(file.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const Phase phase("importing " + path);
+    const std::unique_ptr<Graph<T>> g = naming(path, [&] { return graph_from_parsed_json<T>(file.json); });
+    return write_graph(o, *g, {path});
+  });
+}
+
+template <class T>
+int run_export(const Options& o, const AttentionInputs& in) {
+  AttentionGraph<T> a;
+  build_attention(in, a);
+  Graph<T>& g = a.graph;
+  g.set_output("out", a.out);
+  if (!o.has("--no-backward")) {
+    const Phase phase("differentiating the graph of " + in.origin);
+    const auto grads = grad(a.out, {a.q, a.k, a.v});
+    g.set_grad("q", grads[0]);
+    g.set_grad("k", grads[1]);
+    g.set_grad("v", grads[2]);
+  }
+  return write_graph(o, g, in.files);
+}
+
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true},
                          {"--dtype", true}, {"--impl", true}, {"--format", true}, {"--values", true}, {"--no-backward", false},
-                         {"-o", true}});
+                         {"-o", true}, {"--graph", true}});
+  if (o.has("--graph")) return export_graph(o);
   const AttentionInputs in = attention_inputs(o, true);
   return with_dtype(in.dtype, [&](auto tag) { return run_export<decltype(tag)>(o, in); });
 }

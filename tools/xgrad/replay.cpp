@@ -59,17 +59,8 @@ int run(const std::vector<std::string>& args) {
   if (o.positional().empty()) throw usage_error("missing GRAPH.json");
   const std::string path = o.positional()[0];
   const Phase reading("reading " + path);
-  const std::string text = read_text_file(path);
-  Json json;
-  std::string dtype;
-  try {
-    json = parse_graph_json(text);
-    dtype = graph_json_dtype(json);
-  } catch (const error& e) {
-    const std::string what = e.what();
-    throw error(path + ": " + (what.rfind("graph JSON", 0) == 0 ? "" : "graph JSON: ") + what);
-  }
-  return with_dtype(dtype, [&](auto tag) { return run_replay<decltype(tag)>(path, json); });
+  const GraphFile file = read_graph_file(path);
+  return with_dtype(file.dtype, [&](auto tag) { return run_replay<decltype(tag)>(path, file.json); });
 }
 
 }  // namespace
