@@ -47,6 +47,9 @@ namespace {
 
 using onnx::TensorProto;
 
+// Integers wide enough for the counts of Range and Slice over any int64 bounds (GCC and Clang).
+__extension__ using wide = __int128;
+
 // The newest default-domain opset the importer knows (ONNX 1.12).
 constexpr std::int64_t max_opset = 17;
 
@@ -396,7 +399,7 @@ const std::set<std::size_t>* static_positions(const std::string& op) {
       {"Reciprocal", {}}, {"Sigmoid", {}}, {"Softplus", {}}, {"Softsign", {}}, {"LeakyRelu", {}}, {"Elu", {}},
       {"Selu", {}}, {"Celu", {}}, {"PRelu", {}}, {"ThresholdedRelu", {}}, {"HardSigmoid", {}}, {"HardSwish", {}},
       {"Abs", {}}, {"Max", {}}, {"Min", {}}, {"Clip", {}}, {"Sum", {}}, {"Mean", {}}, {"Cast", {}},
-      {"CastLike", {1}}, {"Mish", {}}};
+      {"CastLike", {1}}};
   const auto it = table.find(op);
   return it == table.end() ? nullptr : &it->second;
 }
@@ -580,10 +583,11 @@ class Importer {
         s.push_back(*declared[k]);
       }
       value.dtype = dtype;
+      count_elements(s, what);
       if (is_int) value.ints = xt::zeros<std::int64_t>(s);
       else value.real = xt::zeros<double>(s);
     }
-    count_elements(value.shape(), what);
+    if (given != m_options.inputs.end()) count_elements(value.shape(), what);
     Value<T>& slot = m_values[in.name()];
     if (is_int) {
       value.dtype = dtype;
@@ -597,12 +601,12 @@ class Importer {
   }
 
   void count_elements(const Shape& shape, const std::string& what) {
-    const std::size_t n = *bounded_size(shape, std::numeric_limits<std::size_t>::max());
-    if (n > m_options.max_elements - std::min(m_options.max_elements, m_elements)) {
+    const std::optional<std::size_t> n = bounded_size(shape, m_options.max_elements);
+    if (!n || *n > m_options.max_elements - std::min(m_options.max_elements, m_elements)) {
       throw error(what + ": the model's values would hold more than " + std::to_string(m_options.max_elements) +
                   " elements in all, the most an import may");
     }
-    m_elements += n;
+    m_elements += *n;
   }
 
   void add_gradients(const std::vector<Var<T>>& outs) {
@@ -690,12 +694,23 @@ class Importer {
         fail(input_desc(k) + " must be known at import (a shape, axes, indices or a condition), but it is computed "
              "from the graph's inputs at run time");
       }
-      OnnxTensor t;
-      t.dtype = dtype_of<T>();
-      t.real = xt::cast<double>(v.var.value());
-      v.known = std::move(t);
+      // A parameter leaf: reading its value here would freeze it (training changes it) and
+      // drop its gradient through this input.
+      fail(input_desc(k) + " is a parameter (an initializer the outputs depend on through float computations); "
+           "xgrad does not read a parameter at import, as a shape, exponent, index or condition");
     }
     return *v.known;
+  }
+  // Input k known at import, read as values (indices, a condition, an exponent): not computed
+  // from an integer graph input, whose new values a replay would not see.
+  const OnnxTensor& known_value(std::size_t k, const std::string& what) {
+    const OnnxTensor& t = known(k);
+    const Value<T>& v = input(k);
+    if (v.from_int_input && v.index_input.empty()) {
+      fail(input_desc(k) + " (" + what + ") is computed at import from an integer graph input; xgrad reads an "
+           "integer graph input only as Gather's indices as it is, or as shapes");
+    }
+    return t;
   }
   Shape shape_of_input(std::size_t k) {
     Value<T>& v = input(k);
@@ -724,7 +739,7 @@ class Importer {
   }
   // A scalar or 1-element float value known at import.
   double known_scalar(std::size_t k, const std::string& what) {
-    const OnnxTensor& t = known(k);
+    const OnnxTensor& t = known_value(k, what);
     if (t.shape().size() > 1 || (t.is_float() ? t.real.size() : t.ints.size()) != 1) {
       fail(input_desc(k) + " (" + what + ") must be a scalar, it has shape " + shape_str(t.shape()));
     }
@@ -794,6 +809,7 @@ class Importer {
                     ", opset " + std::to_string(m_opset) + ")"};
     m_ctx = &ctx;
     if (domain != "ai.onnx") fail("domain not supported (only the default ONNX domain, ai.onnx)");
+    check_opset(n.op_type());
     for (std::size_t k = 0; k < input_count(); ++k) {
       if (has_input(k) && !m_values.count(input_name(k))) {
         fail(input_desc(k) + " is produced by no earlier node, initializer or graph input");
@@ -824,6 +840,32 @@ class Importer {
       if (!n.output(k).empty() && !m_values.count(n.output(k))) fail("output " + std::to_string(k) + " is not supported");
     }
     m_ctx = nullptr;
+  }
+
+  // Refuses an op used at an opset before the one that defines it, and the attributes of old
+  // opsets the importer does not read (legacy broadcasting, Dropout's is_test).
+  void check_opset(const std::string& op) const {
+    static const std::map<std::string, std::int64_t> since = {
+        {"LayerNormalization", 17}, {"CastLike", 15}, {"HardSwish", 14}, {"Celu", 12}, {"LessOrEqual", 12},
+        {"GreaterOrEqual", 12}, {"Range", 11}, {"ThresholdedRelu", 10}, {"Where", 9}, {"ConstantOfShape", 9},
+        {"Erf", 9}, {"Expand", 8}};
+    const auto it = since.find(op);
+    if (it != since.end() && m_opset < it->second) {
+      fail("op not in the default domain at opset " + std::to_string(m_opset) + " (it is from opset " +
+           std::to_string(it->second) + ")");
+    }
+    static const std::set<std::string> legacy_broadcast = {"Add", "Sub", "Mul", "Div", "Pow", "And",
+                                                           "Or", "Xor", "Equal", "Less", "Greater"};
+    if (m_opset < 7 && legacy_broadcast.count(op) && attr_int("broadcast", 0) != 0) {
+      fail("the broadcast attribute of opsets before 7 (broadcasting from an axis) is not supported");
+    }
+    if (op == "Dropout" && m_opset < 7 && attr_int("is_test", 0) == 0) {
+      fail("training mode is not supported (is_test = 0, the default before opset 7)");
+    }
+    if (op == "Cast") {
+      const std::int64_t to = attr_int("to", 0);
+      if (to < 0 || to > 64) fail("attribute 'to' " + std::to_string(to) + " is not an element type");
+    }
   }
 
   // ---- Ops computed at import, on known values ----
@@ -872,7 +914,11 @@ class Importer {
       OnnxTensor fill;
       fill.dtype = "float32";
       fill.real = xt::xarray<double>(0.0);
-      if (const auto* a = attr("value", onnx::AttributeProto::TENSOR)) fill = tensor_attr(*a);
+      if (const auto* a = attr("value", onnx::AttributeProto::TENSOR)) {
+        fill = tensor_attr(*a);
+        const std::size_t n = fill.is_float() ? fill.real.size() : fill.ints.size();
+        if (n != 1) fail("attribute 'value' must hold one element, it holds " + std::to_string(n));
+      }
       OnnxTensor t;
       t.dtype = fill.dtype;
       if (t.is_float()) t.real = xt::xarray<double>(xt::broadcast(fill.real.data()[0], s));
@@ -880,21 +926,32 @@ class Importer {
       out(std::move(t));
     } else if (op == "Range") {
       const OnnxTensor& start = known(0);
-      const double s = known_scalar(0, "start"), l = known_scalar(1, "limit"), d = known_scalar(2, "delta");
-      if (d == 0) fail("delta is 0");
-      const double count = std::max(std::ceil((l - s) / d), 0.0);
-      if (!(count <= double(m_options.max_elements))) fail("the range has too many elements");
+      for (std::size_t k = 0; k < 3; ++k) {
+        const OnnxTensor& v = known(k);
+        if (v.dtype != start.dtype) fail("start, limit and delta differ in type");
+        if ((v.is_float() ? v.real.size() : v.ints.size()) != 1 || v.shape().size() > 1) {
+          fail(input_desc(k) + " must be a scalar, it has shape " + shape_str(v.shape()));
+        }
+      }
       OnnxTensor t;
       t.dtype = start.dtype;
-      const auto n = static_cast<std::size_t>(count);
       if (t.is_float()) {
+        const double s = known(0).real.data()[0], l = known(1).real.data()[0], d = known(2).real.data()[0];
+        if (d == 0) fail("delta is 0");
+        const double count = std::max(std::ceil((l - s) / d), 0.0);
+        if (!(count <= double(m_options.max_elements))) fail("the range has too many elements");
+        const auto n = static_cast<std::size_t>(count);
         t.real = xt::xarray<double>::from_shape({n});
         for (std::size_t i = 0; i < n; ++i) t.real(i) = s + static_cast<double>(i) * d;
       } else {
-        t.ints = xt::xarray<std::int64_t>::from_shape({n});
-        for (std::size_t i = 0; i < n; ++i) {
-          t.ints(i) = start.ints.data()[0] + static_cast<std::int64_t>(i) * static_cast<std::int64_t>(d);
-        }
+        // In integers, exactly: max(ceil((limit - start) / delta), 0) elements.
+        const wide a = known(0).ints.data()[0], b = known(1).ints.data()[0], step = known(2).ints.data()[0];
+        if (step == 0) fail("delta is 0");
+        const wide span = b - a;
+        wide n = step > 0 ? (span > 0 ? (span + step - 1) / step : 0) : (span < 0 ? (-span + (-step) - 1) / (-step) : 0);
+        if (n > static_cast<wide>(m_options.max_elements)) fail("the range has too many elements");
+        t.ints = xt::xarray<std::int64_t>::from_shape({static_cast<std::size_t>(n)});
+        for (wide i = 0; i < n; ++i) t.ints(static_cast<std::size_t>(i)) = static_cast<std::int64_t>(a + i * step);
       }
       out(std::move(t));
     } else if (op == "Cast" || op == "CastLike") {
@@ -937,6 +994,7 @@ class Importer {
       Shape out_shape(s.begin(), s.begin() + static_cast<long>(axis));
       out_shape.insert(out_shape.end(), ids.shape().begin(), ids.shape().end());
       out_shape.insert(out_shape.end(), s.begin() + static_cast<long>(axis) + 1, s.end());
+      check_size(out_shape);
       visit(t, [&](auto& a) {
         a = take(a, idx);
         a.reshape(out_shape);
@@ -955,6 +1013,7 @@ class Importer {
       const auto s1 = broadcast_shapes(c.shape(), x.shape());
       const auto s = s1 ? broadcast_shapes(*s1, y.shape()) : std::nullopt;
       if (!s) fail("shapes " + shape_str(c.shape()) + ", " + shape_str(x.shape()) + ", " + shape_str(y.shape()) + " do not broadcast");
+      check_size(*s);
       OnnxTensor t;
       t.dtype = x.dtype;
       const auto cb = xt::eval(xt::broadcast(c.ints, *s));
@@ -1071,12 +1130,8 @@ class Importer {
       else if (op == "Mul") r = xb * yb;
       else if (op == "Max") r = xt::maximum(xb, yb);
       else if (op == "Min") r = xt::minimum(xb, yb);
-      else if (op == "Div") {
-        if constexpr (std::is_integral_v<E>) {
-          if (xt::any(xt::equal(yb, E(0)))) fail("integer division by zero");
-        }
-        r = xb / yb;
-      } else if (op == "Equal") r = xt::cast<E>(xt::equal(xb, yb));
+      else if (op == "Div") r = xb / yb;
+      else if (op == "Equal") r = xt::cast<E>(xt::equal(xb, yb));
       else if (op == "Less") r = xt::cast<E>(xb < yb);
       else if (op == "Greater") r = xt::cast<E>(xb > yb);
       else if (op == "LessOrEqual") r = xt::cast<E>(xb <= yb);
@@ -1093,15 +1148,44 @@ class Importer {
       } else {
         apply(a.real, b.real, t.real);
       }
+    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+      t.ints = int_arithmetic(op, xt::xarray<std::int64_t>(xt::broadcast(a.ints, *s)),
+                              xt::xarray<std::int64_t>(xt::broadcast(b.ints, *s)));
     } else {
       apply(a.ints, b.ints, t.ints);
     }
     return t;
   }
 
+  // Integer arithmetic as ONNX Runtime does it: wrapping (two's complement), division toward 0.
+  xt::xarray<std::int64_t> int_arithmetic(const std::string& op, const xt::xarray<std::int64_t>& x,
+                                          const xt::xarray<std::int64_t>& y) const {
+    xt::xarray<std::int64_t> r = xt::xarray<std::int64_t>::from_shape(x.shape());
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const std::int64_t a = x.data()[i], b = y.data()[i];
+      const auto ua = static_cast<std::uint64_t>(a), ub = static_cast<std::uint64_t>(b);
+      std::uint64_t u = 0;
+      if (op == "Add") u = ua + ub;
+      else if (op == "Sub") u = ua - ub;
+      else if (op == "Mul") u = ua * ub;
+      else if (b == 0) fail("integer division by zero");
+      else if (b == -1) u = std::uint64_t(0) - ua;  // INT64_MIN / -1 wraps to INT64_MIN
+      else u = static_cast<std::uint64_t>(a / b);
+      r.data()[i] = static_cast<std::int64_t>(u);
+    }
+    return r;
+  }
+
+  // Concat's axis: required from opset 4, 1 by default before.
+  std::int64_t concat_axis() const {
+    const auto a = attr_int("axis");
+    if (!a && m_opset >= 4) fail("attribute 'axis' is required");
+    return a.value_or(1);
+  }
+
   OnnxTensor concat(std::vector<OnnxTensor>& parts) const {
     const Shape first = parts[0].shape();
-    const std::size_t axis = axis_of(attr_int("axis", 0), first.size(), "axis");
+    const std::size_t axis = axis_of(concat_axis(), first.size(), "axis");
     Shape s = first;
     s[axis] = 0;
     for (const OnnxTensor& p : parts) {
@@ -1292,15 +1376,23 @@ class Importer {
       std::int64_t b = starts[j], e = ends[j];
       if (b < 0) b += dim;
       if (e < 0) e += dim;
-      if (step > 0) {
-        b = std::clamp(b, std::int64_t(0), dim);
-        e = std::clamp(e, std::int64_t(0), dim);
-      } else {
-        b = std::clamp(b, std::int64_t(0), dim - 1);
-        e = std::clamp(e, std::int64_t(-1), dim - 1);
-      }
       std::vector<std::size_t> v;
-      for (std::int64_t i = b; step > 0 ? i < e : i > e; i += step) v.push_back(idx[ax[j]][static_cast<std::size_t>(i)]);
+      if (dim > 0) {
+        if (step > 0) {
+          b = std::clamp(b, std::int64_t(0), dim);
+          e = std::clamp(e, std::int64_t(0), dim);
+        } else {
+          b = std::clamp(b, std::int64_t(0), dim - 1);
+          e = std::clamp(e, std::int64_t(-1), dim - 1);
+        }
+        // The count first, in wide integers: a step near 2^63 must not overflow b + step.
+        const wide span = step > 0 ? wide(e) - b : wide(b) - e;
+        const wide stride = step > 0 ? wide(step) : -wide(step);
+        const wide count = span > 0 ? (span + stride - 1) / stride : 0;
+        for (wide k = 0; k < count; ++k) {
+          v.push_back(idx[ax[j]][static_cast<std::size_t>(b + k * step)]);
+        }
+      }
       idx[ax[j]] = std::move(v);
     }
     return idx;
@@ -1380,7 +1472,9 @@ class Importer {
     const bool keep = attr_int("keepdims", 1) != 0;
     if (!axes) return x;
     for (std::size_t a : *axes) {
-      if (s[a] == 0 && (op == "ReduceMax" || op == "ReduceMin")) fail("reduces an empty axis " + std::to_string(a));
+      if (s[a] == 0 && (op == "ReduceMax" || op == "ReduceMin" || op == "ReduceLogSumExp")) {
+        fail("reduces an empty axis " + std::to_string(a));
+      }
     }
     std::vector<long> la(axes->begin(), axes->end());
     Shape kept = s;
@@ -1400,10 +1494,16 @@ class Importer {
     if (op == "ReduceL1") return sum(abs_of(x), la, keep);
     if (op == "ReduceL2") return sqrt(sum(mul(x, x), la, keep));
     if (op == "ReduceLogSum") return log(sum(x, la, keep));
-    return log(sum(exp(x), la, keep));  // ReduceLogSumExp, as ONNX's reference computes it
+    // ReduceLogSumExp as m + log(sum(exp(x - m))), m the maximum (kept axes): no overflow.
+    Var<T> m = x;
+    for (std::size_t a : *axes) m = reduce_extreme(m, a, true);
+    const Var<T> lse = add(log(sum(exp(sub(x, m)), la, true)), m);
+    return reshape_to(lse, out);
   }
 
   Var<T> abs_of(const Var<T>& x) { return maximum(x, neg(x)); }
+  // log(1 + exp(x)) as relu(x) + log(1 + exp(-|x|)): no overflow for large x.
+  Var<T> softplus(const Var<T>& x) { return add(relu(x), log(add(scalar(1), exp(neg(abs_of(x)))))); }
 
   // Softmax and LogSoftmax: over one axis from opset 13; below, over the axes from `axis` on, as
   // rows of a 2-D coercion (default axis 1).
@@ -1471,6 +1571,7 @@ class Importer {
       ids = iv.var;
       id_shape = ids.shape();
     } else {
+      known_value(1, "indices");
       const xt::xarray<std::int64_t> known_ids = gather_ids(1, s[axis]);
       id_shape = shape_of(known_ids);
       ids = constant("indices", xt::cast<double>(known_ids));
@@ -1501,7 +1602,7 @@ class Importer {
   // Concat of Vars along an axis: each padded with zeros to the whole length, then summed.
   Var<T> concat_vars(const std::vector<Var<T>>& parts) {
     const Shape first = parts[0].shape();
-    const std::size_t axis = axis_of(attr_int("axis", 0), first.size(), "axis");
+    const std::size_t axis = axis_of(concat_axis(), first.size(), "axis");
     std::size_t total = 0;
     for (const Var<T>& p : parts) {
       const Shape ps = p.shape();
@@ -1606,15 +1707,12 @@ class Importer {
     } else if (op == "Reciprocal") {
       out(div(scalar(1), var(0)));
     } else if (op == "Sigmoid") {
-      out(div(scalar(1), add(scalar(1), exp(neg(var(0))))));
+      out(exp(neg(softplus(neg(var(0))))));  // 1 / (1 + exp(-x)), without overflow on either side
     } else if (op == "Softplus") {
-      out(log(add(exp(var(0)), scalar(1))));
+      out(softplus(var(0)));
     } else if (op == "Softsign") {
       const Var<T> x = var(0);
       out(div(x, add(scalar(1), abs_of(x))));
-    } else if (op == "Mish") {
-      const Var<T> x = var(0);
-      out(mul(x, tanh(log(add(exp(x), scalar(1))))));
     } else if (op == "LeakyRelu" || op == "PRelu") {
       // relu(x) - alpha relu(-x): alpha x exactly where x < 0.
       const Var<T> x = var(0);
@@ -1626,11 +1724,14 @@ class Importer {
     } else if (op == "Elu" || op == "Selu" || op == "Celu") {
       // x where x > 0, alpha (exp(x / alpha') - 1) elsewhere: exp(-relu(-x)) - 1 is 0 for x >= 0.
       const Var<T> x = var(0);
-      const double alpha = attr_float("alpha", op == "Selu" ? 1.67326319217681884765625 : 1.0);
+      // Selu's defaults: from opset 6 as below, before 1.6732 and 1.0507 (float32 attributes).
+      const bool old_selu = op == "Selu" && m_opset < 6;
+      const double alpha =
+          attr_float("alpha", op == "Selu" ? (old_selu ? double(1.6732f) : 1.67326319217681884765625) : 1.0);
       const Var<T> inner = op == "Celu" ? scale(x, 1.0 / alpha) : x;
       const Var<T> expm1 = sub(exp(neg(relu(neg(inner)))), scalar(1));
       Var<T> y = add(relu(x), scale(expm1, alpha));
-      if (op == "Selu") y = scale(y, attr_float("gamma", 1.05070102214813232421875));
+      if (op == "Selu") y = scale(y, attr_float("gamma", old_selu ? double(1.0507f) : 1.05070102214813232421875));
       out(y);
     } else if (op == "HardSigmoid" || op == "HardSwish") {
       const Var<T> x = var(0);
@@ -1708,8 +1809,8 @@ class Importer {
       const Shape s = x.shape();
       const std::size_t axis = axis_of(attr_int("axis", 0), s.size(), "axis");
       std::vector<std::int64_t> sizes;
-      if (m_opset >= 13 && has_input(1)) sizes = known_ints(1, "split");
-      else if (m_opset < 13) sizes = attr_ints("split").value_or(std::vector<std::int64_t>{});
+      if ((m_opset >= 13 || m_opset < 2) && has_input(1)) sizes = known_ints(1, "split");
+      if (sizes.empty() && m_opset < 13) sizes = attr_ints("split").value_or(std::vector<std::int64_t>{});
       const auto parts = static_cast<std::size_t>(m_ctx->n.output_size());
       if (sizes.empty()) {
         if (parts == 0 || s[axis] % parts != 0) fail("cannot split " + std::to_string(s[axis]) + " into " + std::to_string(parts) + " equal parts");
@@ -1736,7 +1837,7 @@ class Importer {
     } else if (op == "Gather") {
       out(gather(var(0)));
     } else if (op == "Where") {
-      out(where(known(0), 1, 2));
+      out(where(known_value(0, "condition"), 1, 2));
     } else if (op == "Softmax" || op == "LogSoftmax") {
       out(softmax_like(op, var(0)));
     } else if (op.rfind("Reduce", 0) == 0 && static_positions(op)) {

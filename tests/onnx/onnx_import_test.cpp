@@ -7,6 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+
+#include <xtensor/xadapt.hpp>
 
 #include <nlohmann/json.hpp>
 #include <xtensor/xmanipulation.hpp>
@@ -216,6 +219,142 @@ BOOST_AUTO_TEST_CASE(cli_import_refuses_with_one_line_and_writes_nothing) {
   const test::Run unknown = box.xgrad("import '" + fixtures + "encoder_opset14_float32.onnx' --input nope=q.json -o g.json");
   BOOST_TEST(unknown.rc == 2);
   BOOST_TEST(unknown.err.find("input 'nope' given, but the model has no graph input of that name (it has x)") != std::string::npos, unknown.err);
+}
+
+// Imports a model built in code from its bytes, in float32.
+std::unique_ptr<Graph<float>> import_built(const onnx::ModelProto& m, const OnnxImportOptions& o = {}) {
+  return import_onnx_bytes<float>(m.SerializeAsString(), "m.onnx", o);
+}
+float output_at(const Graph<float>& g, std::size_t i) {
+  return g.node(g.outputs().at("y").node).value().data()[i];
+}
+
+BOOST_AUTO_TEST_CASE(values_read_at_import_are_never_parameters_or_run_time_ids) {
+  // An initializer the outputs depend on is a parameter: used as Pow's exponent it is refused,
+  // not frozen (its gradient through the exponent would be lost, and training would not move it).
+  auto m = test::empty_model({{"x", onnx::TensorProto::FLOAT, {3}}});
+  test::add_initializer(m, "w", {2.0f});
+  test::add_node(m, "Pow", {"x", "w"}, {"p"});
+  test::add_node(m, "Mul", {"w", "w"}, {"ww"});
+  test::add_node(m, "Add", {"p", "ww"}, {"y"});
+  check_error([&] { import_built(m); }, {"(Pow, domain ai.onnx, opset 17): input 1 'w' is a parameter"});
+  // Ids computed from an integer graph input (a Reshape of it) would be frozen at import.
+  auto r = test::empty_model({{"ids", onnx::TensorProto::INT64, {1, 2}}});
+  test::add_initializer(r, "table", {1, 2, 3});
+  test::add_int64_constant(r, "shape", {2});
+  test::add_node(r, "Reshape", {"ids", "shape"}, {"flat"});
+  test::add_node(r, "Gather", {"table", "flat"}, {"y"});
+  check_error([&] { import_built(r); }, {"(Gather, domain ai.onnx, opset 17): input 1 'flat' (indices) is computed at import from an integer graph input"});
+  // The graph input itself is an index leaf.
+  auto ok = test::empty_model({{"ids", onnx::TensorProto::INT64, {2}}});
+  test::add_initializer(ok, "table", {1, 2, 3});
+  test::add_node(ok, "Gather", {"table", "ids"}, {"y"});
+  OnnxImportOptions o;
+  o.inputs["ids"] = {"int64", {}, xt::xarray<std::int64_t>{2, 0}};
+  const auto g = import_built(ok, o);
+  BOOST_TEST(output_at(*g, 0) == 3.0f);
+  BOOST_TEST(output_at(*g, 1) == 1.0f);
+}
+
+BOOST_AUTO_TEST_CASE(compositions_do_not_overflow) {
+  const auto one = [](const std::string& op, const std::vector<float>& x) {
+    auto m = test::onnx_model(op, {{"x", onnx::TensorProto::FLOAT, {static_cast<long>(x.size())}}}, {"x"});
+    if (op == "ReduceLogSumExp") test::set_int(*m.mutable_graph()->mutable_node(0), "keepdims", 0);
+    OnnxImportOptions o;
+    o.inputs["x"] = {"float32", xt::adapt(std::vector<double>(x.begin(), x.end())), {}};
+    o.gradients = true;
+    return import_built(m, o);
+  };
+  const auto sp = one("Softplus", {100.0f, -100.0f, 0.0f});
+  BOOST_TEST(output_at(*sp, 0) == 100.0f);
+  BOOST_TEST(output_at(*sp, 1) < 1e-30f);  // log(1 + 3.8e-44) in float32, as ONNX's reference gives
+  BOOST_TEST(output_at(*sp, 2) == std::log(2.0f));
+  BOOST_TEST(sp->var(sp->grads().at("x")).value()(2) == 0.5f);  // softplus'(0): both sides of |x| agree
+  const auto lse = one("ReduceLogSumExp", {100.0f, 100.0f});
+  BOOST_TEST(std::fabs(output_at(*lse, 0) - (100.0f + std::log(2.0f))) < 1e-5f);
+  const auto sg = one("Sigmoid", {-100.0f, 100.0f, 0.0f});
+  BOOST_TEST(output_at(*sg, 1) == 1.0f);
+  BOOST_TEST(output_at(*sg, 2) == 0.5f);
+  for (float v : sg->var(sg->grads().at("x")).value()) BOOST_TEST(std::isfinite(v));
+}
+
+BOOST_AUTO_TEST_CASE(integers_at_import_are_exact) {
+  // Slice of a shape with a step near 2^63; Range near 2^62; INT64_MIN / -1 wraps, as ONNX
+  // Runtime's arithmetic does; the results reach the float output through Cast.
+  auto m = test::empty_model({{"x", onnx::TensorProto::FLOAT, {2, 3, 4, 5, 6}}});
+  test::add_node(m, "Shape", {"x"}, {"s"});
+  test::add_int64_constant(m, "b", {1});
+  test::add_int64_constant(m, "e", {4});
+  test::add_int64_constant(m, "a", {0});
+  test::add_int64_constant(m, "st", {std::numeric_limits<std::int64_t>::max()});
+  test::add_node(m, "Slice", {"s", "b", "e", "a", "st"}, {"sl"});
+  test::add_int64_constant(m, "lo", {std::int64_t(1) << 62}, true);
+  test::add_int64_constant(m, "hi", {(std::int64_t(1) << 62) + 3}, true);
+  test::add_int64_constant(m, "one", {1}, true);
+  test::add_node(m, "Range", {"lo", "hi", "one"}, {"r"});
+  test::add_int64_constant(m, "min", {std::numeric_limits<std::int64_t>::min()}, true);
+  test::add_int64_constant(m, "neg1", {-1}, true);
+  test::add_node(m, "Div", {"min", "neg1"}, {"q"});
+  test::add_node(m, "Size", {"r"}, {"n"});
+  test::add_node(m, "Mul", {"sl", "n"}, {"sn"});  // [3] * 3
+  test::add_node(m, "Concat", {"sn", "sl"}, {"c"});
+  test::set_int(m.mutable_graph()->mutable_node(m.graph().node_size() - 1)[0], "axis", 0);
+  test::add_node(m, "Cast", {"c"}, {"cf"});
+  test::set_int(m.mutable_graph()->mutable_node(m.graph().node_size() - 1)[0], "to", onnx::TensorProto::FLOAT);
+  test::add_node(m, "Cast", {"q"}, {"qf"});
+  test::set_int(m.mutable_graph()->mutable_node(m.graph().node_size() - 1)[0], "to", onnx::TensorProto::FLOAT);
+  test::add_node(m, "Mul", {"cf", "qf"}, {"y"});
+  const auto g = import_built(m);
+  BOOST_TEST_REQUIRE(g->node(g->outputs().at("y").node).value().size() == 2u);
+  const float min = static_cast<float>(std::numeric_limits<std::int64_t>::min());
+  BOOST_TEST(output_at(*g, 0) == 9.0f * min);
+  BOOST_TEST(output_at(*g, 1) == 3.0f * min);
+}
+
+BOOST_AUTO_TEST_CASE(old_opsets_keep_their_defaults) {
+  // Concat before opset 4: axis 1 by default; required from 4.
+  auto c = test::onnx_model("Concat", {{"x", onnx::TensorProto::FLOAT, {2, 2}}}, {"x", "x"}, 3);
+  BOOST_TEST((import_built(c)->var(import_built(c)->outputs().at("y")).shape() == Shape{2, 4}));
+  auto c4 = test::onnx_model("Concat", {{"x", onnx::TensorProto::FLOAT, {2, 2}}}, {"x", "x"}, 4);
+  check_error([&] { import_built(c4); }, {"(Concat, domain ai.onnx, opset 4): attribute 'axis' is required"});
+  // Selu before opset 6: alpha 1.6732, gamma 1.0507.
+  auto selu = test::onnx_model("Selu", {{"x", onnx::TensorProto::FLOAT, {1}}}, {"x"}, 5);
+  OnnxImportOptions o;
+  o.inputs["x"] = {"float32", xt::xarray<double>{-1.0}, {}};
+  BOOST_TEST(std::fabs(output_at(*import_built(selu, o), 0) - 1.0507f * 1.6732f * (std::exp(-1.0f) - 1.0f)) < 1e-6f);
+  // An op before the opset that defines it; legacy broadcasting.
+  check_error([&] { import_built(test::onnx_model("LayerNormalization", {{"x", onnx::TensorProto::FLOAT, {2}}, {"s", onnx::TensorProto::FLOAT, {2}}}, {"x", "s"}, 16)); },
+              {"(LayerNormalization, domain ai.onnx, opset 16): op not in the default domain at opset 16 (it is from opset 17)"});
+  auto b = test::onnx_model("Add", {{"x", onnx::TensorProto::FLOAT, {3, 3}}, {"z", onnx::TensorProto::FLOAT, {3}}}, {"x", "z"}, 6);
+  test::set_int(*b.mutable_graph()->mutable_node(0), "broadcast", 1);
+  check_error([&] { import_built(b); }, {"the broadcast attribute of opsets before 7"});
+}
+
+BOOST_AUTO_TEST_CASE(large_values_are_refused_before_they_are_allocated) {
+  // A declared (2^30) input without a value; a Where of 2^30 elements from small operands.
+  check_error([&] { import_built(test::onnx_model("Relu", {{"x", onnx::TensorProto::FLOAT, {1L << 30}}}, {"x"})); },
+              {"graph input 'x': the model's values would hold more than 268435456 elements"});
+  check_error([&] { import_built(test::onnx_model("Relu", {{"x", onnx::TensorProto::FLOAT, {1L << 32, 1L << 32}}}, {"x"})); },
+              {"graph input 'x': the model's values would hold more than"});
+  auto w = test::empty_model({{"x", onnx::TensorProto::FLOAT, {1}}});
+  test::add_node(w, "Shape", {"x"}, {"s"});
+  test::add_int64_constant(w, "big", {1L << 15, 1});
+  test::add_node(w, "ConstantOfShape", {"big"}, {"col"});
+  test::add_int64_constant(w, "wide", {1, 1L << 15});
+  test::add_node(w, "ConstantOfShape", {"wide"}, {"row"});
+  test::add_node(w, "Equal", {"col", "col"}, {"c"});
+  test::add_node(w, "Where", {"c", "row", "col"}, {"y"});
+  check_error([&] { import_built(w); }, {"(Where, domain ai.onnx, opset 17): shape (32768, 32768) has more than 268435456 elements"});
+  // A ConstantOfShape value of no element.
+  auto e = test::empty_model({{"x", onnx::TensorProto::FLOAT, {1}}});
+  test::add_int64_constant(e, "shape", {2});
+  onnx::NodeProto& n = test::add_node(e, "ConstantOfShape", {"shape"}, {"y"});
+  auto* a = n.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_dims(0);
+  check_error([&] { import_built(e); }, {"attribute 'value' must hold one element, it holds 0"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

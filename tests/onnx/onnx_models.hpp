@@ -81,6 +81,40 @@ inline void make_external(onnx::TensorProto& t, const std::string& location) {
   kv->set_value(location);
 }
 
+// Appends node `op` (inputs, outputs) to the model's graph; returns it for attributes.
+inline onnx::NodeProto& add_node(onnx::ModelProto& m, const std::string& op, const std::vector<std::string>& inputs,
+                                 const std::vector<std::string>& outputs) {
+  onnx::NodeProto* n = m.mutable_graph()->add_node();
+  n->set_op_type(op);
+  for (const std::string& s : inputs) n->add_input(s);
+  for (const std::string& s : outputs) n->add_output(s);
+  return *n;
+}
+inline void set_int(onnx::NodeProto& n, const std::string& name, std::int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+// A Constant node of int64 values (1-D, or a scalar when scalar is set).
+inline void add_int64_constant(onnx::ModelProto& m, const std::string& name, const std::vector<std::int64_t>& v,
+                               bool scalar = false) {
+  onnx::NodeProto& n = add_node(m, "Constant", {}, {name});
+  auto* a = n.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  onnx::TensorProto* t = a->mutable_t();
+  t->set_data_type(onnx::TensorProto::INT64);
+  if (!scalar) t->add_dims(static_cast<long>(v.size()));
+  for (std::int64_t x : v) t->add_int64_data(x);
+}
+// A model of no node yet: graph inputs, graph output "y" (float); nodes come from add_node.
+inline onnx::ModelProto empty_model(const std::vector<OnnxInput>& inputs, long opset = 17) {
+  onnx::ModelProto m = onnx_model("Identity", inputs, {}, opset);
+  m.mutable_graph()->clear_node();
+  return m;
+}
+
 inline void write_model(const onnx::ModelProto& m, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
   m.SerializeToOstream(&out);
