@@ -781,13 +781,15 @@ class Importer {
     out.dynamic = true;
     define(k, std::move(out));
   }
-  void set_output(std::size_t k, OnnxTensor t, bool from_int_input) {
+  // index_input: the output is an integer graph input's ids in another shape (same order).
+  void set_output(std::size_t k, OnnxTensor t, bool from_int_input, const std::string& index_input = "") {
     if (k >= static_cast<std::size_t>(m_ctx->n.output_size()) || m_ctx->n.output(static_cast<int>(k)).empty()) return;
     round_to_type(t);
     Value<T> out;
     count_elements(t.shape(), m_ctx->where + ": output '" + m_ctx->n.output(static_cast<int>(k)) + "'");
     out.known = std::move(t);
     out.from_int_input = from_int_input;
+    out.index_input = index_input;
     define(k, std::move(out));
   }
   void define(std::size_t k, Value<T> v) {
@@ -885,7 +887,7 @@ class Importer {
     if (op == "Constant") {
       out(constant_value());
     } else if (op == "Identity") {
-      out(known_copy(0));
+      set_output(0, known_copy(0), from_input, input(0).index_input);
     } else if (op == "Shape" || op == "Size") {
       const Shape s = shape_of_input(0);
       OnnxTensor t;
@@ -961,7 +963,8 @@ class Importer {
       OnnxTensor t = known_copy(0);
       const Shape s = reshaped(op, t.shape());
       visit(t, [&](auto& a) { a.reshape(s); });
-      out(std::move(t));
+      // An integer graph input reshaped stays that input's ids, read in the new shape.
+      set_output(0, std::move(t), from_input, input(0).index_input);
     } else if (op == "Transpose") {
       OnnxTensor t = known_copy(0);
       const std::vector<std::size_t> perm = permutation(t.shape().size());
@@ -1567,9 +1570,12 @@ class Importer {
     Var<T> ids;
     Shape id_shape;
     if (!iv.index_input.empty()) {
-      if (!iv.var.valid()) iv.var = m_g.indices(iv.index_input, iv.known->ints);
-      ids = iv.var;
-      id_shape = ids.shape();
+      // The index leaf of the integer graph input (its own shape); this input may view its ids
+      // in another shape (a Reshape of it), which the result's shape follows.
+      Value<T>& leaf = m_values.at(iv.index_input);
+      if (!leaf.var.valid()) leaf.var = m_g.indices(iv.index_input, leaf.known->ints);
+      ids = leaf.var;
+      id_shape = iv.known->shape();
     } else {
       known_value(1, "indices");
       const xt::xarray<std::int64_t> known_ids = gather_ids(1, s[axis]);

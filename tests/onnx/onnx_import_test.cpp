@@ -238,13 +238,32 @@ BOOST_AUTO_TEST_CASE(values_read_at_import_are_never_parameters_or_run_time_ids)
   test::add_node(m, "Mul", {"w", "w"}, {"ww"});
   test::add_node(m, "Add", {"p", "ww"}, {"y"});
   check_error([&] { import_built(m); }, {"(Pow, domain ai.onnx, opset 17): input 1 'w' is a parameter"});
-  // Ids computed from an integer graph input (a Reshape of it) would be frozen at import.
+  // Ids computed from an integer graph input (ids + 1) would be frozen at import: refused.
   auto r = test::empty_model({{"ids", onnx::TensorProto::INT64, {1, 2}}});
   test::add_initializer(r, "table", {1, 2, 3});
-  test::add_int64_constant(r, "shape", {2});
-  test::add_node(r, "Reshape", {"ids", "shape"}, {"flat"});
-  test::add_node(r, "Gather", {"table", "flat"}, {"y"});
-  check_error([&] { import_built(r); }, {"(Gather, domain ai.onnx, opset 17): input 1 'flat' (indices) is computed at import from an integer graph input"});
+  test::add_int64_constant(r, "one", {1});
+  test::add_node(r, "Add", {"ids", "one"}, {"next"});
+  test::add_node(r, "Gather", {"table", "next"}, {"y"});
+  check_error([&] { import_built(r); }, {"(Gather, domain ai.onnx, opset 17): input 1 'next' (indices) is computed at import from an integer graph input"});
+  // A Reshape of the ids (GPT-2's input_ids.view(-1, T)) reads the index leaf in its new shape.
+  auto v = test::empty_model({{"ids", onnx::TensorProto::INT64, {1, 2}}});
+  test::add_initializer(v, "table", {1, 2, 3});
+  test::add_int64_constant(v, "shape", {2});
+  test::add_node(v, "Reshape", {"ids", "shape"}, {"flat"});
+  test::add_node(v, "Gather", {"table", "flat"}, {"y"});
+  OnnxImportOptions vo;
+  vo.inputs["ids"] = {"int64", {}, xt::xarray<std::int64_t>{{0, 1}}};
+  const auto gv = import_built(v, vo);
+  BOOST_TEST((gv->var(gv->outputs().at("y")).shape() == Shape{2}));
+  Var<float> leaf;
+  for (std::size_t id = 0; id < gv->size(); ++id) {
+    if (gv->node(id).index_leaf) leaf = gv->var(id);
+  }
+  BOOST_TEST_REQUIRE(leaf.valid());
+  gv->set_value(leaf, xt::xarray<std::int64_t>{{2, 2}});
+  gv->replay();
+  BOOST_TEST(output_at(*gv, 0) == 3.0f);
+  BOOST_TEST(output_at(*gv, 1) == 3.0f);
   // The graph input itself is an index leaf.
   auto ok = test::empty_model({{"ids", onnx::TensorProto::INT64, {2}}});
   test::add_initializer(ok, "table", {1, 2, 3});
