@@ -392,7 +392,7 @@ const std::set<std::size_t>* static_positions(const std::string& op) {
       {"Reshape", {1}}, {"Expand", {1}}, {"Slice", {1, 2, 3, 4}}, {"Squeeze", {1}}, {"Unsqueeze", {1}},
       {"ReduceSum", {1}}, {"ReduceMean", {1}}, {"ReduceMax", {1}}, {"ReduceMin", {1}}, {"ReduceSumSquare", {1}},
       {"ReduceL1", {1}}, {"ReduceL2", {1}}, {"ReduceLogSum", {1}}, {"ReduceLogSumExp", {1}}, {"Split", {1}},
-      {"Where", {0}}, {"Gather", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 3}},
+      {"Where", {0}}, {"Gather", {1}}, {"Trilu", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 3}},
       {"Flatten", {}}, {"Transpose", {}}, {"Identity", {}}, {"Concat", {}}, {"Add", {}}, {"Sub", {}},
       {"Mul", {}}, {"Div", {}}, {"Neg", {}}, {"Exp", {}}, {"Log", {}}, {"Sqrt", {}}, {"Tanh", {}}, {"Erf", {}},
       {"Relu", {}}, {"MatMul", {}}, {"Gemm", {}}, {"Softmax", {}}, {"LogSoftmax", {}}, {"LayerNormalization", {}},
@@ -518,9 +518,7 @@ class Importer {
       if (!fixed || !(n.domain().empty() || n.domain() == "ai.onnx")) continue;
       if (n.op_type() == "Cast") {
         const auto* to = find_attr(n, "to");
-        if (!to || !is_float_name(find_elem_type(static_cast<int>(to->i())) ? elem_type_name(static_cast<int>(to->i())) : "")) {
-          continue;
-        }
+        if (!to || (to->i() != TensorProto::FLOAT && to->i() != TensorProto::DOUBLE)) continue;  // not a float out
       }
       bool any = false;
       for (const std::string& o : n.output()) any = any || live.count(o);
@@ -848,7 +846,7 @@ class Importer {
   // opsets the importer does not read (legacy broadcasting, Dropout's is_test).
   void check_opset(const std::string& op) const {
     static const std::map<std::string, std::int64_t> since = {
-        {"LayerNormalization", 17}, {"CastLike", 15}, {"HardSwish", 14}, {"Celu", 12}, {"LessOrEqual", 12},
+        {"LayerNormalization", 17}, {"CastLike", 15}, {"HardSwish", 14}, {"Trilu", 14}, {"Celu", 12}, {"LessOrEqual", 12},
         {"GreaterOrEqual", 12}, {"Range", 11}, {"ThresholdedRelu", 10}, {"Where", 9}, {"ConstantOfShape", 9},
         {"Erf", 9}, {"Expand", 8}};
     const auto it = since.find(op);
@@ -1028,6 +1026,14 @@ class Importer {
                op == "Xor" || op == "Max" || op == "Min") {
       if ((op == "Max" || op == "Min") && input_count() != 2) return false;
       out(binary(op, known_copy(0), known_copy(1)));
+    } else if (op == "Trilu") {
+      OnnxTensor t = known_copy(0);
+      const xt::xarray<double> mask = trilu_mask(t.shape());
+      visit(t, [&](auto& a) {
+        using E = typename std::decay_t<decltype(a)>::value_type;
+        a = xt::where(xt::not_equal(xt::broadcast(mask, a.shape()), 0.0), a, E(0));
+      });
+      out(std::move(t));
     } else if (op == "Neg" || op == "Not" || op == "Abs") {
       OnnxTensor t = known_copy(0);
       if (op == "Not") {
@@ -1414,6 +1420,23 @@ class Importer {
       }
     }
     return ids;
+  }
+
+  // Trilu's mask over the last two axes of `s` (1 kept, 0 zeroed): j - i >= k for the upper
+  // triangle (upper = 1, the default), j - i <= k for the lower.
+  xt::xarray<double> trilu_mask(const Shape& s) {
+    if (s.size() < 2) fail("Trilu needs rank >= 2, the input has shape " + shape_str(s));
+    const std::int64_t k = has_input(1) ? static_cast<std::int64_t>(known_scalar(1, "k")) : 0;
+    const bool upper = attr_int("upper", 1) != 0;
+    const std::size_t rows = s[s.size() - 2], cols = s.back();
+    xt::xarray<double> mask = xt::zeros<double>({rows, cols});
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < cols; ++j) {
+        const std::int64_t d = static_cast<std::int64_t>(j) - static_cast<std::int64_t>(i);
+        mask(i, j) = (upper ? d >= k : d <= k) ? 1.0 : 0.0;
+      }
+    }
+    return mask;
   }
 
   // ---- Ops that map onto xgrad ops ----
@@ -1844,6 +1867,9 @@ class Importer {
       out(gather(var(0)));
     } else if (op == "Where") {
       out(where(known_value(0, "condition"), 1, 2));
+    } else if (op == "Trilu") {
+      const Var<T> x = var(0);
+      out(apply_mask(x, constant("triangle", trilu_mask(x.shape())), 0.0));
     } else if (op == "Softmax" || op == "LogSoftmax") {
       out(softmax_like(op, var(0)));
     } else if (op.rfind("Reduce", 0) == 0 && static_positions(op)) {

@@ -330,6 +330,45 @@ BOOST_AUTO_TEST_CASE(integers_at_import_are_exact) {
   BOOST_TEST(output_at(*g, 1) == 3.0f * min);
 }
 
+BOOST_AUTO_TEST_CASE(trilu_keeps_a_triangle_of_run_time_values) {
+  auto m = test::empty_model({{"x", onnx::TensorProto::FLOAT, {2, 3, 4}}});
+  test::add_int64_constant(m, "k", {1}, true);
+  test::set_int(test::add_node(m, "Trilu", {"x", "k"}, {"y"}), "upper", 0);
+  OnnxImportOptions o;
+  o.inputs["x"] = {"float32", xt::arange<double>(1, 25).reshape({2, 3, 4}), {}};
+  o.gradients = true;
+  const auto g = import_built(m, o);
+  const auto y = g->var(g->outputs().at("y")).value();
+  const auto gx = g->var(g->grads().at("x")).value();
+  for (std::size_t b = 0; b < 2; ++b) {
+    for (std::size_t i = 0; i < 3; ++i) {
+      for (std::size_t j = 0; j < 4; ++j) {
+        const bool kept = static_cast<long>(j) - static_cast<long>(i) <= 1;  // numpy.tril(x, 1)
+        BOOST_TEST(y(b, i, j) == (kept ? static_cast<float>(1 + 12 * b + 4 * i + j) : 0.0f));
+        BOOST_TEST(gx(b, i, j) == (kept ? 1.0f : 0.0f));
+      }
+    }
+  }
+  // On a value known at import (a causal mask made in the model): computed at import.
+  auto c = test::empty_model({{"x", onnx::TensorProto::FLOAT, {2, 2}}});
+  test::add_int64_constant(c, "shape", {2, 2});
+  auto* fill = test::add_node(c, "ConstantOfShape", {"shape"}, {"ones"}).add_attribute();
+  fill->set_name("value");
+  fill->set_type(onnx::AttributeProto::TENSOR);
+  fill->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  fill->mutable_t()->add_dims(1);
+  fill->mutable_t()->add_float_data(1.0f);
+  test::add_node(c, "Trilu", {"ones"}, {"upper"});
+  test::add_node(c, "Mul", {"x", "upper"}, {"y"});
+  OnnxImportOptions co;
+  co.inputs["x"] = {"float32", xt::xarray<double>{{5, 6}, {7, 8}}, {}};
+  const auto gc = import_built(c, co);
+  BOOST_TEST((gc->var(gc->outputs().at("y")).value() == xt::xarray<float>{{5, 6}, {0, 8}}));
+  BOOST_TEST(gc->size() == 3u);  // x, the triangle as a constant leaf, mul: no trilu node
+  check_error([&] { import_built(test::onnx_model("Trilu", {{"x", onnx::TensorProto::FLOAT, {3}}}, {"x"})); },
+              {"Trilu needs rank >= 2, the input has shape (3,)"});
+}
+
 BOOST_AUTO_TEST_CASE(old_opsets_keep_their_defaults) {
   // Concat before opset 4: axis 1 by default; required from 4.
   auto c = test::onnx_model("Concat", {{"x", onnx::TensorProto::FLOAT, {2, 2}}}, {"x", "x"}, 3);
