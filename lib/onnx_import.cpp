@@ -690,7 +690,7 @@ class Importer {
     if (!v.known) {
       if (v.dynamic) {
         fail(input_desc(k) + " must be known at import (a shape, axes, indices or a condition), but it is computed "
-             "from the graph's inputs at run time");
+             "at run time (from graph inputs or parameters)");
       }
       // A parameter leaf: reading its value here would freeze it (training changes it) and
       // drop its gradient through this input.
