@@ -392,7 +392,8 @@ const std::set<std::size_t>* static_positions(const std::string& op) {
       {"Reshape", {1}}, {"Expand", {1}}, {"Slice", {1, 2, 3, 4}}, {"Squeeze", {1}}, {"Unsqueeze", {1}},
       {"ReduceSum", {1}}, {"ReduceMean", {1}}, {"ReduceMax", {1}}, {"ReduceMin", {1}}, {"ReduceSumSquare", {1}},
       {"ReduceL1", {1}}, {"ReduceL2", {1}}, {"ReduceLogSum", {1}}, {"ReduceLogSumExp", {1}}, {"Split", {1}},
-      {"Where", {0}}, {"Gather", {1}}, {"Trilu", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 3}},
+      {"Where", {0}}, {"Gather", {1}}, {"Trilu", {1}},
+      {"NegativeLogLikelihoodLoss", {1}}, {"SoftmaxCrossEntropyLoss", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 3}},
       {"Flatten", {}}, {"Transpose", {}}, {"Identity", {}}, {"Concat", {}}, {"Add", {}}, {"Sub", {}},
       {"Mul", {}}, {"Div", {}}, {"Neg", {}}, {"Exp", {}}, {"Log", {}}, {"Sqrt", {}}, {"Tanh", {}}, {"Erf", {}},
       {"Relu", {}}, {"MatMul", {}}, {"Gemm", {}}, {"Softmax", {}}, {"LogSoftmax", {}}, {"LayerNormalization", {}},
@@ -848,7 +849,7 @@ class Importer {
     static const std::map<std::string, std::int64_t> since = {
         {"LayerNormalization", 17}, {"CastLike", 15}, {"HardSwish", 14}, {"Trilu", 14}, {"Celu", 12}, {"LessOrEqual", 12},
         {"GreaterOrEqual", 12}, {"Range", 11}, {"ThresholdedRelu", 10}, {"Where", 9}, {"ConstantOfShape", 9},
-        {"Erf", 9}, {"Expand", 8}};
+        {"Erf", 9}, {"Expand", 8}, {"NegativeLogLikelihoodLoss", 12}, {"SoftmaxCrossEntropyLoss", 12}};
     const auto it = since.find(op);
     if (it != since.end() && m_opset < it->second) {
       fail("op not in the default domain at opset " + std::to_string(m_opset) + " (it is from opset " +
@@ -1585,26 +1586,28 @@ class Importer {
   }
 
   // Gather of a run-time table: embedding on the axis moved to the front and the rest flattened.
-  Var<T> gather(const Var<T>& data) {
-    const Shape s = data.shape();
-    if (s.empty()) fail("Gather of a scalar");
-    const std::size_t axis = axis_of(attr_int("axis", 0), s.size(), "axis");
-    Value<T>& iv = input(1);
-    Var<T> ids;
-    Shape id_shape;
+  // Input k as ids for embedding over `rows` rows, and the shape to view them in: an integer
+  // graph input's index leaf (which may be viewed reshaped), or ids known at import as a
+  // constant (negative ones counted from the end).
+  std::pair<Var<T>, Shape> ids_of(std::size_t k, std::size_t rows, const std::string& what) {
+    Value<T>& iv = input(k);
     if (!iv.index_input.empty()) {
       // The index leaf of the integer graph input (its own shape); this input may view its ids
       // in another shape (a Reshape of it), which the result's shape follows.
       Value<T>& leaf = m_values.at(iv.index_input);
       if (!leaf.var.valid()) leaf.var = m_g.indices(iv.index_input, leaf.known->ints);
-      ids = leaf.var;
-      id_shape = iv.known->shape();
-    } else {
-      known_value(1, "indices");
-      const xt::xarray<std::int64_t> known_ids = gather_ids(1, s[axis]);
-      id_shape = shape_of(known_ids);
-      ids = constant("indices", xt::cast<double>(known_ids));
+      return {leaf.var, iv.known->shape()};
     }
+    known_value(k, what);
+    const xt::xarray<std::int64_t> known_ids = gather_ids(k, rows);
+    return {constant(what, xt::cast<double>(known_ids)), shape_of(known_ids)};
+  }
+
+  Var<T> gather(const Var<T>& data) {
+    const Shape s = data.shape();
+    if (s.empty()) fail("Gather of a scalar");
+    const std::size_t axis = axis_of(attr_int("axis", 0), s.size(), "axis");
+    const auto [ids, id_shape] = ids_of(1, s[axis], "indices");
     std::vector<std::size_t> front(s.size());
     front[0] = axis;
     for (std::size_t k = 0, j = 1; k < s.size(); ++k) {
@@ -1626,6 +1629,59 @@ class Importer {
     for (std::size_t k = 0; k < ni; ++k) perm.push_back(k);
     for (std::size_t k = axis; k + 1 < s.size(); ++k) perm.push_back(ni + k);
     return permute(y, perm);
+  }
+
+  // NegativeLogLikelihoodLoss of log-probabilities x (N, C, d...) at run-time labels t (N, d...):
+  // the label's entry of each row as x times a one-hot of t (embedding rows of the identity, so
+  // a replay with new labels follows), weighted by weight[t] (embedding of the weights), 0 for
+  // ignore_index. mean divides by the sum of the weights picked, as ONNX does.
+  Var<T> nll_loss(const Var<T>& x, std::size_t kt, std::size_t kw) {
+    const Shape s = x.shape();
+    if (s.size() < 2) fail("input must be (N, C, d...), it has shape " + shape_str(s));
+    const std::size_t classes = s[1];
+    Shape want(s);
+    want.erase(want.begin() + 1);
+    const auto [t, t_shape] = ids_of(kt, classes, "target");
+    if (t_shape != want) {
+      fail("target has shape " + shape_str(t_shape) + ", the input " + shape_str(s) + " needs " + shape_str(want));
+    }
+    const std::string reduction = attr_string("reduction", "mean");
+    if (reduction != "mean" && reduction != "sum" && reduction != "none") {
+      fail("reduction '" + reduction + "' is not one of mean, sum, none");
+    }
+    // The classes that count: all but ignore_index (a label of ignore_index outside [0, C) is
+    // refused by embedding when the node runs).
+    xt::xarray<double> keep = xt::ones<double>({classes});
+    if (const auto ii = attr_int("ignore_index"); ii && *ii >= 0 && *ii < static_cast<std::int64_t>(classes)) {
+      keep(static_cast<std::size_t>(*ii)) = 0;
+    }
+    xt::xarray<double> eye = xt::zeros<double>({classes, classes});
+    for (std::size_t c = 0; c < classes; ++c) eye(c, c) = keep(c);
+    Shape onehot_shape = t_shape;
+    onehot_shape.push_back(classes);
+    Var<T> onehot = reshape_to(embedding(constant("one_hot", eye), t), onehot_shape);  // (N, d..., C)
+    if (s.size() > 2) {                                  // -> (N, C, d...)
+      std::vector<std::size_t> perm = {0, s.size() - 1};
+      for (std::size_t k = 1; k + 1 < s.size(); ++k) perm.push_back(k);
+      onehot = permute(onehot, perm);
+    }
+    const Var<T> picked = sum(mul(x, onehot), {1}, false);  // x[n, t[n], d...], 0 where ignored
+    const bool weighted = has_input(kw);
+    const bool ignoring = xt::any(xt::equal(keep, 0.0));
+    Var<T> w_t;  // weight[t], 0 where ignored
+    if (weighted || ignoring) {
+      Var<T> w = constant("keep", keep);
+      if (weighted) {
+        const Var<T> given = var(kw);
+        if (given.shape() != Shape{classes}) fail("weight has shape " + shape_str(given.shape()) + ", expected (" + std::to_string(classes) + ",)");
+        w = mul(given, w);
+      }
+      w_t = reshape_to(embedding(reshape(w, {classes, 1}), t), want);
+    }
+    const Var<T> loss = neg(w_t.valid() && weighted ? mul(picked, w_t) : picked);
+    if (reduction == "none") return loss;
+    if (reduction == "sum") return sum(loss);
+    return w_t.valid() ? div(sum(loss), sum(w_t)) : mean(loss);
   }
 
   // Concat of Vars along an axis: each padded with zeros to the whole length, then summed.
@@ -1876,6 +1932,14 @@ class Importer {
       out(reduce(op, var(0)));
     } else if (op == "LayerNormalization") {
       layer_normalization();
+    } else if (op == "NegativeLogLikelihoodLoss") {
+      out(nll_loss(var(0), 1, 2));
+    } else if (op == "SoftmaxCrossEntropyLoss") {
+      const Var<T> scores = var(0);
+      if (scores.shape().size() < 2) fail("scores must be (N, C, d...), they have shape " + shape_str(scores.shape()));
+      const Var<T> log_prob = log_softmax(scores, 1);
+      out(nll_loss(log_prob, 1, 2));
+      set_output(1, log_prob);
     } else if (op == "Dropout") {
       bool training = false;
       if (m_opset >= 12 && has_input(2)) {
