@@ -380,7 +380,8 @@ template <class T>
 struct Value {
   std::optional<OnnxTensor> known;
   Var<T> var;
-  bool dynamic = false;           // var depends on a graph input
+  bool dynamic = false;           // var depends on a graph input or a parameter
+  bool constant_only = false;     // var is computed from values known at import only
   bool from_int_input = false;    // known, but read from an integer graph input at import
   std::string index_input;        // an integer graph input: its name (an index leaf, made on use)
 };
@@ -688,6 +689,15 @@ class Importer {
   // Input k as a value known at import (its shape only, if shape_only).
   const OnnxTensor& known(std::size_t k) {
     Value<T>& v = input(k);
+    if (!v.known && v.constant_only) {
+      // Computed in the graph from constants only (an op not computed at import, such as Sqrt of
+      // a dimension): its value is known at import.
+      OnnxTensor t;
+      t.dtype = m_model_float;
+      t.real = xt::cast<double>(v.var.value());
+      round_to_type(t);
+      v.known = std::move(t);
+    }
     if (!v.known) {
       if (v.dynamic) {
         fail(input_desc(k) + " must be known at import (a shape, axes, indices or a condition), but it is computed "
@@ -721,7 +731,8 @@ class Importer {
   }
   bool is_known(std::size_t k) {
     if (!has_input(k)) return true;
-    return m_values.at(input_name(k)).known.has_value();
+    const Value<T>& v = m_values.at(input_name(k));
+    return v.known.has_value() || v.constant_only;
   }
   // Input k as a Var: known float values become a constant leaf (one per ONNX name).
   Var<T> var(std::size_t k) {
@@ -777,7 +788,8 @@ class Importer {
     if (k >= static_cast<std::size_t>(m_ctx->n.output_size()) || m_ctx->n.output(static_cast<int>(k)).empty()) return;
     Value<T> out;
     out.var = v;
-    out.dynamic = true;
+    out.constant_only = m_inputs_known;
+    out.dynamic = !m_inputs_known;
     define(k, std::move(out));
   }
   // index_input: the output is an integer graph input's ids in another shape (same order).
@@ -818,6 +830,7 @@ class Importer {
     }
     bool all_known = true;
     for (std::size_t k = 0; k < input_count(); ++k) all_known = all_known && is_known(k);
+    m_inputs_known = all_known;
     const std::size_t before = m_g.size();
     try {
       // Shape and Size read only their input's shape, fixed at import.
@@ -1978,6 +1991,7 @@ class Importer {
   std::map<std::string, Value<T>> m_values;
   std::size_t m_elements = 0;
   double m_work = 0;
+  bool m_inputs_known = false;  // every input of the node being imported is known at import
   const NodeCtx* m_ctx = nullptr;
 };
 

@@ -306,6 +306,20 @@ BOOST_AUTO_TEST_CASE(losses_follow_new_labels_on_replay) {
   BOOST_TEST(std::fabs(output_at(*gb, 0) - (l0 - 3 + l1 - 5)) < 1e-5);
 }
 
+BOOST_AUTO_TEST_CASE(float_ops_on_constants_are_known_at_import) {
+  // Sqrt has no host implementation: it runs as a node on the constant Cast(Shape(x)), and its
+  // value still serves as a shape.
+  auto m = test::empty_model({{"x", onnx::TensorProto::FLOAT, {4}}});
+  test::add_node(m, "Shape", {"x"}, {"s"});
+  test::set_int(test::add_node(m, "Cast", {"s"}, {"f"}), "to", onnx::TensorProto::FLOAT);
+  test::add_node(m, "Sqrt", {"f"}, {"r"});
+  test::set_int(test::add_node(m, "Cast", {"r"}, {"i"}), "to", onnx::TensorProto::INT64);
+  test::set_int(test::add_node(m, "Concat", {"i", "i"}, {"shape"}), "axis", 0);
+  test::add_node(m, "Reshape", {"x", "shape"}, {"y"});
+  const auto g = import_built(m);
+  BOOST_TEST((g->var(g->outputs().at("y")).shape() == Shape{2, 2}));
+}
+
 BOOST_AUTO_TEST_CASE(compositions_do_not_overflow) {
   const auto one = [](const std::string& op, const std::vector<float>& x) {
     auto m = test::onnx_model(op, {{"x", onnx::TensorProto::FLOAT, {static_cast<long>(x.size())}}}, {"x"});
