@@ -32,9 +32,10 @@ struct OnnxTensor {
 OnnxTensor read_onnx_tensor(const std::string& path);
 
 struct OnnxImportOptions {
-  // Values for the model's graph inputs, by name. Float inputs take `real` values (converted to
-  // the graph's dtype), integer inputs `ints` (an OnnxTensor of either kind converts). An input
-  // not given takes zeros of the shape the model declares, which must then be fixed.
+  // Values for the model's graph inputs, by name. Float inputs take a float OnnxTensor (its
+  // `real` values converted to the graph's dtype), integer inputs an integer one (`ints`); the
+  // other kind is refused. An input not given takes zeros of the shape the model declares,
+  // which must then be fixed.
   std::map<std::string, OnnxTensor> inputs;
   // Adds the gradients of the sum of every element of every output w.r.t. every float graph
   // input and every parameter leaf, named by their ONNX names in Graph::grads().
@@ -51,9 +52,11 @@ struct OnnxImportOptions {
 // Imports the ONNX model at `path`, computing in T (float or double: the model's float tensors
 // are converted). The graph has
 //   - an input leaf for each float graph input (its ONNX name), an index leaf for each integer
-//     one (token ids into Gather; integers read only as shapes are read at import);
+//     one that Gather or a loss reads as ids, as it is or reshaped (token ids, labels); integers
+//     read only as shapes are read at import, and ids computed from them refused;
 //   - a parameter leaf for each float initializer the outputs depend on through float
-//     computations (its ONNX name), so it can be differentiated and fine-tuned; integer
+//     computations (its ONNX name), so it can be differentiated and fine-tuned (never read at
+//     import: one used also as a shape, exponent or condition is refused); integer
 //     initializers, and float ones used only as shapes, masks or conditions, are read at import;
 //   - the model's outputs as named outputs (Graph::outputs()), by their ONNX names.
 // Shapes are fixed at import: Shape, ConstantOfShape, Range, Cast, comparisons and the shape
