@@ -30,8 +30,8 @@ StoredArray read_npy(const std::string& path);
 // The same from bytes in memory; `what` names them in errors.
 StoredArray parse_npy(std::string_view bytes, const std::string& what);
 
-// Reads a .npy file of int32 or int64 ('<i4', '>i4', '=i4', '<i8', ...) with the same checks,
-// for integer data such as token ids (xgrad import --input).
+// Reads a .npy file of int32, int64 ('<i4', '>i4', '=i4', '<i8', ...) or bool ('|b1', as 0 and
+// 1) with the same checks, for integer data such as token ids and masks (xgrad import --input).
 xt::xarray<std::int64_t> read_npy_integers(const std::string& path);
 
 // Writes a little-endian, C-order .npy file of format version 1.0 (float32 '<f4' or float64

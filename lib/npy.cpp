@@ -141,6 +141,12 @@ class DictParser {
       h.swap = (d[0] == '<' && !little) || (d[0] == '>' && little);
       return;
     }
+    if (d == "|b1") {  // numpy's bool, read as the integers 0 and 1
+      h.item_size = 1;
+      h.dtype = "bool";
+      h.descr = d;
+      return;
+    }
     fail("dtype '" + d + "' is not supported: float32 ('<f4', '>f4') or float64 ('<f8', '>f8') only" +
          std::string(d.find('i') != std::string::npos || d.find('u') != std::string::npos
                          ? " (int32 or int64 where integers are read)" : ""));
@@ -178,9 +184,10 @@ NpyHeader read_npy_header(const std::function<std::string(std::size_t, std::size
          " after the prelude (truncated)");
   }
   NpyHeader h = DictParser(read(prelude, header_len), what).parse();
-  if ((h.dtype[0] == 'i') != integers) {
+  if ((h.dtype[0] == 'i' || h.dtype == "bool") != integers) {
     fail("dtype '" + h.descr + "' is not supported: " +
-         (integers ? "int32 ('<i4', '>i4') or int64 ('<i8', '>i8') only" : "float32 ('<f4', '>f4') or float64 ('<f8', '>f8') only"));
+         (integers ? "int32 ('<i4', '>i4'), int64 ('<i8', '>i8') or bool ('|b1') only"
+                   : "float32 ('<f4', '>f4') or float64 ('<f8', '>f8') only"));
   }
   h.data_offset = prelude + header_len;
   if (!bounded_size(h.shape)) {
@@ -253,7 +260,10 @@ xt::xarray<std::int64_t> read_npy_integers(const std::string& path) {
     std::memcpy(b, data.data() + i * h.item_size, h.item_size);
     if (h.swap) std::reverse(b, b + h.item_size);
     std::int64_t x;
-    if (h.item_size == 4) {
+    if (h.item_size == 1) {
+      if (b[0] > 1) throw error(path + ": a bool is " + std::to_string(int(b[0])) + ", not 0 or 1");
+      x = b[0];
+    } else if (h.item_size == 4) {
       std::int32_t v;
       std::memcpy(&v, b, 4);
       x = v;

@@ -384,6 +384,7 @@ struct Value {
   bool constant_only = false;     // var is computed from values known at import only
   bool from_int_input = false;    // known, but read from an integer graph input at import
   std::string index_input;        // an integer graph input: its name (an index leaf, made on use)
+  bool is_bool = false;           // var holds a bool tensor as 0 and 1 (a bool graph input, moved)
 };
 
 // The input positions of an op that are read at import (shapes, axes, indices, conditions)
@@ -454,6 +455,9 @@ class Importer {
         throw error(m_path + ": graph output '" + out.name() + "' is produced by no node (truncated model?)");
       }
       Var<T> v = it->second.var;
+      if (it->second.is_bool) {
+        throw error(m_path + ": graph output '" + out.name() + "' is bool: an xgrad graph computes float values only");
+      }
       if (!v.valid()) {
         const OnnxTensor& k = *it->second.known;
         if (!k.is_float() || it->second.from_int_input) {
@@ -538,8 +542,9 @@ class Importer {
     if (!in.type().has_tensor_type()) throw error(what + ": not a tensor (sequences, maps and optionals are not supported)");
     const auto& tt = in.type().tensor_type();
     const std::string dtype = elem_type_name(tt.elem_type());
-    const bool is_int = find_elem_type(tt.elem_type()) && !is_float_name(dtype) && dtype != "bool";
-    if (!is_float_name(dtype) && !is_int) throw error(what + ": element type " + dtype + " is not supported");
+    const bool is_bool = dtype == "bool";
+    const bool is_int = find_elem_type(tt.elem_type()) && !is_float_name(dtype) && !is_bool;
+    if (!is_float_name(dtype) && !is_int && !is_bool) throw error(what + ": element type " + dtype + " is not supported");
     // The declared shape, where its dimensions are fixed.
     std::vector<std::optional<std::size_t>> declared;
     bool has_shape = tt.has_shape();
@@ -564,10 +569,10 @@ class Importer {
         throw error(what + ": the value given has shape " + shape_str(s) + ", the model declares " + want +
                     (declared.size() == 1 ? ",)" : ")"));
       }
-      if (is_int && value.is_float()) {
+      if ((is_int || is_bool) && value.is_float()) {
         throw error(what + ": the model declares " + dtype + ", the value given is " + value.dtype);
       }
-      if (!is_int && !value.is_float()) {
+      if (!is_int && !is_bool && !value.is_float()) {
         throw error(what + ": the model declares " + dtype + ", the value given is " + value.dtype);
       }
     } else {
@@ -584,7 +589,7 @@ class Importer {
       }
       value.dtype = dtype;
       count_elements(s, what);
-      if (is_int) value.ints = xt::zeros<std::int64_t>(s);
+      if (is_int || is_bool) value.ints = xt::zeros<std::int64_t>(s);
       else value.real = xt::zeros<double>(s);
     }
     if (given != m_options.inputs.end()) count_elements(value.shape(), what);
@@ -594,6 +599,13 @@ class Importer {
       slot.known = std::move(value);
       slot.from_int_input = true;
       slot.index_input = in.name();
+    } else if (is_bool) {
+      // A mask given at run time (a key padding mask): an input leaf of 0 and 1, which Where
+      // and the shape ops take as a condition; never differentiated.
+      slot.var = m_g.input(in.name(), to_t(xt::cast<double>(xt::not_equal(value.ints, std::int64_t(0)))));
+      slot.dynamic = true;
+      slot.is_bool = true;
+      m_bool_inputs.insert(in.name());
     } else {
       slot.var = m_g.input(in.name(), to_t(value.real));
       slot.dynamic = true;
@@ -617,7 +629,8 @@ class Importer {
     std::vector<std::string> names;
     for (std::size_t id = 0; id < m_g.size(); ++id) {
       const Node<T>& n = m_g.node(id);
-      if (n.is_leaf() && !n.index_leaf && (n.role == Role::input || n.role == Role::parameter)) {
+      if (n.is_leaf() && !n.index_leaf && (n.role == Role::input || n.role == Role::parameter) &&
+          !m_bool_inputs.count(n.name)) {
         xs.push_back(m_g.var(id));
         names.push_back(n.name);
       }
@@ -850,6 +863,7 @@ class Importer {
       const Node<T>& node = m_g.node(id);
       for (std::size_t k = 0; k < node.output_count(); ++k) count_elements(node.shape(k), ctx.where);
     }
+    mark_bool_outputs(n);
     for (int k = 0; k < n.output_size(); ++k) {
       if (!n.output(k).empty() && !m_values.count(n.output(k))) fail("output " + std::to_string(k) + " is not supported");
     }
@@ -879,6 +893,20 @@ class Importer {
     if (op == "Cast") {
       const std::int64_t to = attr_int("to", 0);
       if (to < 0 || to > 64) fail("attribute 'to' " + std::to_string(to) + " is not an element type");
+    }
+  }
+
+  // A bool run-time value moved or combined by a shape op, a cast to bool or logic stays a
+  // condition (its outputs are bool too).
+  void mark_bool_outputs(const onnx::NodeProto& n) {
+    static const std::set<std::string> moves = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand",
+                                                "Transpose", "Slice", "Concat", "Gather", "Split", "Not", "And", "Or"};
+    if (!has_input(0) || !input(0).is_bool) return;
+    bool stays = moves.count(n.op_type()) != 0;
+    if (n.op_type() == "Cast") stays = attr_int("to", 0) == TensorProto::BOOL;
+    if (!stays) return;
+    for (const std::string& o : n.output()) {
+      if (!o.empty() && m_values.count(o) && m_values.at(o).var.valid()) m_values.at(o).is_bool = true;
     }
   }
 
@@ -1723,23 +1751,36 @@ class Importer {
 
   // Where with a condition known at import: X where it holds, Y elsewhere, as apply_mask nodes
   // (a known scalar side becomes the fill).
-  Var<T> where(const OnnxTensor& c, std::size_t kx, std::size_t ky) {
-    if (c.is_float()) fail("the condition must be bool, it is " + c.dtype);
+  // Where with its condition (input 0) known at import, or a bool value given at run time (a
+  // mask graph input): X where it holds, Y elsewhere, as apply_mask nodes (a known scalar side
+  // becomes the fill).
+  Var<T> where(std::size_t kx, std::size_t ky) {
+    Value<T>& cv = input(0);
+    Var<T> keep, other;
+    Shape sc;
+    if (cv.is_bool) {
+      keep = cv.var;
+      other = sub(scalar(1), keep);
+      sc = keep.shape();
+    } else {
+      const OnnxTensor& c = known_value(0, "condition");
+      if (c.is_float()) fail("the condition must be bool, it is " + c.dtype);
+      keep = constant("condition", xt::cast<double>(c.ints));
+      other = constant("not_condition", 1.0 - xt::cast<double>(c.ints));
+      sc = c.shape();
+    }
     const Shape sx = shape_of_input(kx), sy = shape_of_input(ky);
-    const auto s1 = broadcast_shapes(c.shape(), sx);
+    const auto s1 = broadcast_shapes(sc, sx);
     const auto s = s1 ? broadcast_shapes(*s1, sy) : std::nullopt;
-    if (!s) fail("shapes " + shape_str(c.shape()) + ", " + shape_str(sx) + ", " + shape_str(sy) + " do not broadcast");
-    const xt::xarray<double> keep = xt::cast<double>(c.ints);
-    const xt::xarray<double> other = 1.0 - keep;
+    if (!s) fail("shapes " + shape_str(sc) + ", " + shape_str(sx) + ", " + shape_str(sy) + " do not broadcast");
     const auto full = [&](const Var<T>& v) { return v.shape() == *s ? v : broadcast_to(v, *s); };
     const auto scalar_known = [&](std::size_t k) {
       Value<T>& v = input(k);
       return v.known && v.known->is_float() && !v.from_int_input && v.known->real.size() == 1;
     };
-    if (scalar_known(ky)) return apply_mask(full(var(kx)), constant("condition", keep), known(ky).real.data()[0]);
-    if (scalar_known(kx)) return apply_mask(full(var(ky)), constant("not_condition", other), known(kx).real.data()[0]);
-    return add(apply_mask(full(var(kx)), constant("condition", keep), 0.0),
-               apply_mask(full(var(ky)), constant("not_condition", other), 0.0));
+    if (scalar_known(ky)) return apply_mask(full(var(kx)), keep, known(ky).real.data()[0]);
+    if (scalar_known(kx)) return apply_mask(full(var(ky)), other, known(kx).real.data()[0]);
+    return add(apply_mask(full(var(kx)), keep, 0.0), apply_mask(full(var(ky)), other, 0.0));
   }
 
   Var<T> layer_normalization() {
@@ -1935,7 +1976,7 @@ class Importer {
     } else if (op == "Gather") {
       out(gather(var(0)));
     } else if (op == "Where") {
-      out(where(known_value(0, "condition"), 1, 2));
+      out(where(1, 2));
     } else if (op == "Trilu") {
       const Var<T> x = var(0);
       out(apply_mask(x, constant("triangle", trilu_mask(x.shape())), 0.0));
@@ -1967,6 +2008,16 @@ class Importer {
         mask.ints = xt::ones<std::int64_t>(var(0).shape());
         set_output(1, std::move(mask), false);
       }
+    } else if ((op == "Cast" || op == "CastLike") && input(0).is_bool) {
+      const std::string to = op == "Cast" ? elem_type_name(static_cast<int>(attr_int("to", 0))) : dtype_of_input(1);
+      if (to != "bool" && to != dtype_of<T>() && to != m_model_float) {
+        fail("cast of a bool value given at run time to " + to + " (it can be a condition or a float)");
+      }
+      out(var(0));  // its 0 and 1 are the float values; a cast to bool keeps it a condition
+    } else if (op == "Not" && input(0).is_bool) {
+      out(sub(scalar(1), var(0)));
+    } else if ((op == "And" || op == "Or") && input(0).is_bool && input(1).is_bool) {
+      out(op == "And" ? mul(var(0), var(1)) : maximum(var(0), var(1)));
     } else if (op == "Cast" || op == "CastLike") {
       const std::string to = op == "Cast" ? elem_type_name(static_cast<int>(attr_int("to", 0))) : dtype_of_input(1);
       // The model's float type is the graph's: a float32 model imported in float64 computes its
@@ -1992,6 +2043,7 @@ class Importer {
   std::size_t m_elements = 0;
   double m_work = 0;
   bool m_inputs_known = false;  // every input of the node being imported is known at import
+  std::set<std::string> m_bool_inputs;  // bool graph inputs: leaves of 0 and 1, no gradient
   const NodeCtx* m_ctx = nullptr;
 };
 

@@ -140,7 +140,9 @@ Outcome run_typed(const std::string& model, const std::vector<fs::path>& sets) {
   std::vector<Var<double>> xs;
   for (std::size_t id = 0; id < g->size(); ++id) {
     const Node<double>& n = g->node(id);
-    if (n.is_leaf() && !n.index_leaf && (n.role == Role::input || n.role == Role::parameter) && n.value().size() > 0) {
+    const auto fed = feeds[0].find(n.name);
+    const bool mask = n.role == Role::input && fed != feeds[0].end() && fed->second.dtype == "bool";  // no gradient
+    if (n.is_leaf() && !n.index_leaf && !mask && (n.role == Role::input || n.role == Role::parameter) && n.value().size() > 0) {
       xs.push_back(g->var(id));
     }
   }

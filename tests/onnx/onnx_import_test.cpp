@@ -320,6 +320,51 @@ BOOST_AUTO_TEST_CASE(float_ops_on_constants_are_known_at_import) {
   BOOST_TEST((g->var(g->outputs().at("y")).shape() == Shape{2, 2}));
 }
 
+// A .npy file of numpy's bool ('|b1').
+std::string bool_npy(const std::vector<unsigned char>& v, const std::string& shape) {
+  std::string header = "{'descr': '|b1', 'fortran_order': False, 'shape': " + shape + ", }";
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + std::string(v.begin(), v.end());
+}
+
+BOOST_AUTO_TEST_CASE(bool_inputs_are_masks_given_at_run_time) {
+  // A key padding mask as a graph input: Where(m, x, -1e9) with m a leaf of 0 and 1.
+  auto m = test::empty_model({{"x", onnx::TensorProto::FLOAT, {2, 3}}, {"m", onnx::TensorProto::BOOL, {2, 3}}});
+  test::add_initializer(m, "fill", {-1e9f});
+  test::add_node(m, "Not", {"m"}, {"keep"});
+  test::add_node(m, "Where", {"keep", "x", "fill"}, {"y"});
+  OnnxImportOptions o;
+  o.inputs["x"] = {"float32", xt::xarray<double>{{1, 2, 3}, {4, 5, 6}}, {}};
+  o.inputs["m"] = {"bool", {}, xt::xarray<std::int64_t>{{0, 0, 1}, {1, 0, 0}}};
+  o.gradients = true;
+  const auto g = import_built(m, o);
+  BOOST_TEST((g->var(g->outputs().at("y")).value() == xt::xarray<float>{{1, 2, -1e9f}, {-1e9f, 5, 6}}));
+  BOOST_TEST(g->grads().count("x") == 1u);
+  BOOST_TEST(g->grads().count("m") == 0u);  // a mask has no gradient
+  // A new mask, replayed.
+  Var<float> mask;
+  for (std::size_t id = 0; id < g->size(); ++id) {
+    if (g->node(id).name == "m") mask = g->var(id);
+  }
+  g->set_value(mask, xt::xarray<float>{{1, 1, 1}, {0, 0, 0}});
+  g->replay();
+  BOOST_TEST((g->var(g->outputs().at("y")).value() == xt::xarray<float>{{-1e9f, -1e9f, -1e9f}, {4, 5, 6}}));
+  // A bool output is refused.
+  auto b = test::empty_model({{"m", onnx::TensorProto::BOOL, {2}}});
+  test::add_node(b, "Not", {"m"}, {"y"});
+  check_error([&] { import_built(b); }, {"m.onnx: graph output 'y' is bool: an xgrad graph computes float values only"});
+  // From the tool: numpy's bool .npy.
+  test::Sandbox box;
+  test::write_model(m, box.path("mask.onnx"));
+  test::write_text(box.dir / "m.npy", bool_npy({0, 0, 1, 1, 0, 0}, "(2, 3)"));
+  const test::Run r = box.xgrad("import mask.onnx --input m=m.npy -o g.json");
+  BOOST_TEST(r.rc == 0, r.err);
+}
+
 BOOST_AUTO_TEST_CASE(compositions_do_not_overflow) {
   const auto one = [](const std::string& op, const std::vector<float>& x) {
     auto m = test::onnx_model(op, {{"x", onnx::TensorProto::FLOAT, {static_cast<long>(x.size())}}}, {"x"});

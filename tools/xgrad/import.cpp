@@ -21,7 +21,8 @@ const char* const help =
     "\n"
     "  --input NAME=FILE  the value of graph input NAME: a .npy file (float32 or float64 for a\n"
     "                     float input, int32 or int64 for an integer one such as token ids) or a\n"
-    "                     .json nested array; repeat for each input. An input not given takes\n"
+    "                     .json nested array; bool (or integer 0/1) for a bool input such as\n"
+    "                     a padding mask; repeat for each input. An input not given takes\n"
     "                     zeros of the shape the model declares, which must then be fixed.\n"
     "  --dtype D          the graph's dtype (default: the model's, float32 if it has no floats)\n"
     "  --grad             add the backward nodes of the sum of every element of every output,\n"
@@ -45,9 +46,13 @@ OnnxTensor input_value(const std::string& file) {
       t.real = std::move(a.values);
       return t;
     } catch (const error& e) {
-      if (std::string(e.what()).find("dtype '<i") == std::string::npos && std::string(e.what()).find("dtype '>i") == std::string::npos) throw;
+      const std::string what = e.what();
+      if (what.find("dtype '<i") == std::string::npos && what.find("dtype '>i") == std::string::npos &&
+          what.find("dtype '=i") == std::string::npos && what.find("dtype '|b1'") == std::string::npos) {
+        throw;
+      }
     }
-    t.dtype = "int64";
+    t.dtype = "int64";  // a bool input takes it too: 0 and 1
     t.ints = read_npy_integers(file);
     return t;
   }
