@@ -113,6 +113,32 @@ BOOST_AUTO_TEST_CASE(pytorch_exports_match_pytorch_outputs_and_gradients) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_padding_mask_given_at_run_time_matches_pytorch) {
+  // torch.nn.TransformerEncoder (2 layers) with src_key_padding_mask, a bool graph input
+  // (make_padded_fixture.py): the output and the input's gradient, then the mask replaced.
+  const std::string dir = "encoder_padded_opset17_float32";
+  OnnxImportOptions o;
+  o.inputs["x"] = {"float32", fixture_array(dir, "input_x"), {}};
+  o.inputs["pad"] = {"bool", {}, read_npy_integers(fixtures + dir + "/input_pad.npy")};
+  o.gradients = true;
+  const auto g = import_onnx<float>(fixtures + dir + ".onnx", o);
+  check_close(g->var(g->outputs().at("y")).value(), fixture_array(dir, "output_y"), 1e-5, dir + " y");
+  check_close(g->var(g->grads().at("x")).value(), fixture_array(dir, "grad_input_x"), 1e-5, dir + " grad x");
+  BOOST_TEST(g->grads().count("pad") == 0u);
+  // Without padding the second sequence's first three outputs change.
+  Var<float> pad;
+  for (std::size_t id = 0; id < g->size(); ++id) {
+    if (g->node(id).name == "pad") pad = g->var(id);
+  }
+  BOOST_TEST_REQUIRE(pad.valid());
+  const xt::xarray<float> padded = g->var(g->outputs().at("y")).value();
+  g->set_value(pad, xt::xarray<float>(xt::zeros<float>({2, 5})));
+  g->replay();
+  const xt::xarray<float> unpadded = g->var(g->outputs().at("y")).value();
+  BOOST_TEST(unpadded(0, 0, 0) == padded(0, 0, 0));  // the first sequence had no padding
+  BOOST_TEST(unpadded(1, 0, 0) != padded(1, 0, 0));
+}
+
 BOOST_AUTO_TEST_CASE(softmax_diagnostics_read_the_imported_attention) {
   OnnxImportOptions options;
   options.inputs["idx"] = {"int64", {}, read_npy_integers(fixtures + "gpt_opset17_float64/input_idx.npy")};
