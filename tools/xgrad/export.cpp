@@ -1,4 +1,4 @@
-// xgrad export: the attention graph, backward included, as JSON or Graphviz DOT.
+// xgrad export: the attention graph, backward included, or an exported graph, as JSON or Graphviz DOT.
 #include <cstdio>
 #include <string>
 
@@ -118,6 +118,7 @@ int run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command export_command = {"export", "the attention graph, backward included, as JSON or DOT", help.c_str(), run};
+const Command export_command = {"export", "the attention graph, backward included, or a graph file, as JSON or DOT",
+                                help.c_str(), run};
 
 }  // namespace xgrad::tool
