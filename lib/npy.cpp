@@ -202,33 +202,41 @@ NpyHeader read_npy_header(const std::function<std::string(std::size_t, std::size
   return h;
 }
 
-// Decodes each element straight to its row-major place: no copy beyond the result.
-StoredArray decode_npy_data(const NpyHeader& h, const std::string& data) {
-  StoredArray out;
-  out.dtype = h.dtype;
-  out.values = xt::xarray<double>::from_shape(h.shape);
-  const std::size_t count = out.values.size(), rank = h.shape.size();
+// Decodes each element of `data` with convert(bytes, item size), in the host's byte order,
+// straight to its row-major place in `out`: no copy beyond the result.
+template <class E, class F>
+void decode_elements(const NpyHeader& h, const std::string& data, E* out, F convert) {
+  const std::size_t count = shape_size(h.shape), rank = h.shape.size();
   std::vector<std::size_t> index(rank, 0);  // Fortran order: the first axis varies fastest
   for (std::size_t i = 0; i < count; ++i) {
     unsigned char b[8];
     std::memcpy(b, data.data() + i * h.item_size, h.item_size);
     if (h.swap) std::reverse(b, b + h.item_size);
-    double x;
-    if (h.item_size == 4) {
-      float f;
-      std::memcpy(&f, b, 4);
-      x = f;
-    } else {
-      std::memcpy(&x, b, 8);
-    }
     std::size_t c = i;
     if (h.fortran) {
       c = 0;
       for (std::size_t a = 0; a < rank; ++a) c = c * h.shape[a] + index[a];
       for (std::size_t a = 0; a < rank && ++index[a] == h.shape[a]; ++a) index[a] = 0;
     }
-    out.values.data()[c] = x;
+    out[c] = convert(b, h.item_size);
   }
+}
+
+// Decodes each element straight to its row-major place: no copy beyond the result.
+StoredArray decode_npy_data(const NpyHeader& h, const std::string& data) {
+  StoredArray out;
+  out.dtype = h.dtype;
+  out.values = xt::xarray<double>::from_shape(h.shape);
+  decode_elements(h, data, out.values.data(), [](const unsigned char* b, std::size_t size) {
+    if (size == 8) {
+      double x;
+      std::memcpy(&x, b, 8);
+      return x;
+    }
+    float f;
+    std::memcpy(&f, b, 4);
+    return double(f);
+  });
   return out;
 }
 
@@ -251,33 +259,22 @@ xt::xarray<std::int64_t> read_npy_integers(const std::string& path) {
   const std::size_t total = regular_file_size(path);
   const auto read = [&](std::size_t offset, std::size_t n) { return read_file_range(path, offset, n); };
   const NpyHeader h = read_npy_header(read, total, path, true);
-  const std::string data = read(h.data_offset, total - h.data_offset);
   auto out = xt::xarray<std::int64_t>::from_shape(h.shape);
-  const std::size_t count = out.size(), rank = h.shape.size();
-  std::vector<std::size_t> index(rank, 0);  // Fortran order: the first axis varies fastest
-  for (std::size_t i = 0; i < count; ++i) {
-    unsigned char b[8];
-    std::memcpy(b, data.data() + i * h.item_size, h.item_size);
-    if (h.swap) std::reverse(b, b + h.item_size);
-    std::int64_t x;
-    if (h.item_size == 1) {
-      if (b[0] > 1) throw error(path + ": a bool is " + std::to_string(int(b[0])) + ", not 0 or 1");
-      x = b[0];
-    } else if (h.item_size == 4) {
-      std::int32_t v;
-      std::memcpy(&v, b, 4);
-      x = v;
-    } else {
-      std::memcpy(&x, b, 8);
-    }
-    std::size_t c = i;
-    if (h.fortran) {
-      c = 0;
-      for (std::size_t a = 0; a < rank; ++a) c = c * h.shape[a] + index[a];
-      for (std::size_t a = 0; a < rank && ++index[a] == h.shape[a]; ++a) index[a] = 0;
-    }
-    out.data()[c] = x;
-  }
+  decode_elements(h, read(h.data_offset, total - h.data_offset), out.data(),
+                  [&](const unsigned char* b, std::size_t size) -> std::int64_t {
+                    if (size == 1) {
+                      if (b[0] > 1) throw error(path + ": a bool is " + std::to_string(int(b[0])) + ", not 0 or 1");
+                      return b[0];
+                    }
+                    if (size == 4) {
+                      std::int32_t v;
+                      std::memcpy(&v, b, 4);
+                      return v;
+                    }
+                    std::int64_t x;
+                    std::memcpy(&x, b, 8);
+                    return x;
+                  });
   return out;
 }
 

@@ -285,15 +285,6 @@ OnnxTensor tensor_from_proto(const TensorProto& p, const std::string& model_path
   return t;
 }
 
-std::string read_model_bytes(const std::string& path, std::size_t max_bytes) {
-  const std::size_t size = regular_file_size(path);
-  if (size > max_bytes) {
-    throw error(path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
-                " an ONNX model may have here");
-  }
-  return read_file_range(path, 0, size);
-}
-
 onnx::ModelProto parse_model_bytes(const std::string& bytes, const std::string& path) {
   onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromString(bytes)) {
@@ -304,7 +295,7 @@ onnx::ModelProto parse_model_bytes(const std::string& bytes, const std::string& 
 }
 
 onnx::ModelProto parse_model(const std::string& path, std::size_t max_bytes) {
-  return parse_model_bytes(read_model_bytes(path, max_bytes), path);
+  return parse_model_bytes(read_text_file(path, max_bytes), path);
 }
 
 std::string model_float_type(const onnx::ModelProto& model) {
@@ -1814,6 +1805,14 @@ class Importer {
     return Var<T>();
   }
 
+  // The ONNX ops that are one xgrad elementwise row each.
+  static const std::map<std::string, Var<T> (*)(const Var<T>&)>& elementwise_rows() {
+    static const std::map<std::string, Var<T> (*)(const Var<T>&)> rows = {
+        {"Neg", &neg<T>},   {"Exp", &exp<T>}, {"Log", &log<T>},   {"Sqrt", &sqrt<T>},
+        {"Tanh", &tanh<T>}, {"Erf", &erf<T>}, {"Relu", &relu<T>}};
+    return rows;
+  }
+
   // Maps the node onto xgrad ops; false if the op has no mapping.
   bool build(const std::string& op) {
     const auto out = [&](const Var<T>& v) { set_output(0, v); };
@@ -1827,20 +1826,8 @@ class Importer {
       for (std::size_t k = 1; k < input_count(); ++k) y = bin(op == "Max" || op == "Min" ? op : "Add", y, var(k));
       if (op == "Mean" && input_count() > 1) y = scale(y, 1.0 / static_cast<double>(input_count()));
       out(y);
-    } else if (op == "Neg") {
-      out(neg(var(0)));
-    } else if (op == "Exp") {
-      out(exp(var(0)));
-    } else if (op == "Log") {
-      out(log(var(0)));
-    } else if (op == "Sqrt") {
-      out(sqrt(var(0)));
-    } else if (op == "Tanh") {
-      out(tanh(var(0)));
-    } else if (op == "Erf") {
-      out(erf(var(0)));
-    } else if (op == "Relu") {
-      out(relu(var(0)));
+    } else if (const auto row = elementwise_rows().find(op); row != elementwise_rows().end()) {
+      out(row->second(var(0)));
     } else if (op == "Abs") {
       out(abs_of(var(0)));
     } else if (op == "Reciprocal") {
@@ -2050,7 +2037,7 @@ class Importer {
 }  // namespace
 
 OnnxTensor read_onnx_tensor(const std::string& path) {
-  const std::string bytes = read_model_bytes(path, std::size_t(1) << 30);
+  const std::string bytes = read_text_file(path, std::size_t(1) << 30);
   TensorProto p;
   if (!p.ParseFromString(bytes)) throw error(path + ": not an ONNX TensorProto (truncated or malformed)");
   return tensor_from_proto(p, "", max_array_elements, std::size_t(1) << 30, path);

@@ -47,6 +47,16 @@ xt::xarray<double> fixture_array(const std::string& dir, const std::string& name
   return read_npy(fixtures + dir + "/" + name + ".npy").values;
 }
 
+// The leaf named `name` (an input, or the index leaf of an integer input).
+template <class T>
+Var<T> leaf_named(Graph<T>& g, const std::string& name) {
+  for (std::size_t id = 0; id < g.size(); ++id) {
+    if (g.node(id).is_leaf() && g.node(id).name == name) return g.var(id);
+  }
+  BOOST_FAIL("no leaf named " << name);
+  return {};
+}
+
 template <class T>
 void check_fixture(const std::string& model, int opset, double rtol) {
   const std::string dtype = sizeof(T) == 4 ? "float32" : "float64";
@@ -126,11 +136,7 @@ BOOST_AUTO_TEST_CASE(a_padding_mask_given_at_run_time_matches_pytorch) {
   check_close(g->var(g->grads().at("x")).value(), fixture_array(dir, "grad_input_x"), 1e-5, dir + " grad x");
   BOOST_TEST(g->grads().count("pad") == 0u);
   // Without padding the second sequence's first three outputs change.
-  Var<float> pad;
-  for (std::size_t id = 0; id < g->size(); ++id) {
-    if (g->node(id).name == "pad") pad = g->var(id);
-  }
-  BOOST_TEST_REQUIRE(pad.valid());
+  const Var<float> pad = leaf_named(*g, "pad");
   const xt::xarray<float> padded = g->var(g->outputs().at("y")).value();
   g->set_value(pad, xt::xarray<float>(xt::zeros<float>({2, 5})));
   g->replay();
@@ -164,12 +170,8 @@ BOOST_AUTO_TEST_CASE(index_leaves_take_new_ids_and_replay) {
   a.inputs["idx"] = {"int64", {}, xt::xarray<std::int64_t>{{1, 2, 3, 4, 5, 6}, {0, 0, 1, 1, 2, 2}}};
   b.inputs["idx"] = {"int64", {}, xt::xarray<std::int64_t>{{10, 9, 8, 7, 6, 5}, {3, 3, 3, 3, 3, 3}}};
   const auto ga = import_onnx<double>(model, a), gb = import_onnx<double>(model, b);
-  Var<double> ids;
-  for (std::size_t id = 0; id < ga->size(); ++id) {
-    if (ga->node(id).index_leaf) ids = ga->var(id);
-  }
-  BOOST_REQUIRE(ids.valid());
-  BOOST_TEST(ids.node().name == "idx");
+  const Var<double> ids = leaf_named(*ga, "idx");
+  BOOST_TEST(ids.node().index_leaf);
   ga->set_value(ids, b.inputs["idx"].ints);
   ga->replay();
   const auto ya = ga->var(ga->outputs().at("logp")).value(), yb = gb->var(gb->outputs().at("logp")).value();
@@ -281,11 +283,8 @@ BOOST_AUTO_TEST_CASE(values_read_at_import_are_never_parameters_or_run_time_ids)
   vo.inputs["ids"] = {"int64", {}, xt::xarray<std::int64_t>{{0, 1}}};
   const auto gv = import_built(v, vo);
   BOOST_TEST((gv->var(gv->outputs().at("y")).shape() == Shape{2}));
-  Var<float> leaf;
-  for (std::size_t id = 0; id < gv->size(); ++id) {
-    if (gv->node(id).index_leaf) leaf = gv->var(id);
-  }
-  BOOST_TEST_REQUIRE(leaf.valid());
+  const Var<float> leaf = leaf_named(*gv, "ids");
+  BOOST_TEST(leaf.node().index_leaf);
   gv->set_value(leaf, xt::xarray<std::int64_t>{{2, 2}});
   gv->replay();
   BOOST_TEST(output_at(*gv, 0) == 3.0f);
@@ -321,11 +320,8 @@ BOOST_AUTO_TEST_CASE(losses_follow_new_labels_on_replay) {
   // -log_softmax picked: (log(e + e^2 + e^3) - 1) + (log(2 + e^5) - 0)
   const double l0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)), l1 = std::log(2 + std::exp(5.0));
   BOOST_TEST(std::fabs(output_at(*ga, 0) - (l0 - 1 + l1)) < 1e-5);
-  Var<float> labels;
-  for (std::size_t id = 0; id < ga->size(); ++id) {
-    if (ga->node(id).index_leaf) labels = ga->var(id);
-  }
-  BOOST_TEST_REQUIRE(labels.valid());
+  const Var<float> labels = leaf_named(*ga, "t");
+  BOOST_TEST(labels.node().index_leaf);
   ga->set_value(labels, b.inputs["t"].ints);
   ga->replay();
   BOOST_TEST(output_at(*ga, 0) == output_at(*gb, 0));
@@ -372,10 +368,7 @@ BOOST_AUTO_TEST_CASE(bool_inputs_are_masks_given_at_run_time) {
   BOOST_TEST(g->grads().count("x") == 1u);
   BOOST_TEST(g->grads().count("m") == 0u);  // a mask has no gradient
   // A new mask, replayed.
-  Var<float> mask;
-  for (std::size_t id = 0; id < g->size(); ++id) {
-    if (g->node(id).name == "m") mask = g->var(id);
-  }
+  const Var<float> mask = leaf_named(*g, "m");
   g->set_value(mask, xt::xarray<float>{{1, 1, 1}, {0, 0, 0}});
   g->replay();
   BOOST_TEST((g->var(g->outputs().at("y")).value() == xt::xarray<float>{{-1e9f, -1e9f, -1e9f}, {4, 5, 6}}));
