@@ -12,6 +12,7 @@
 #include <xtensor/xarray.hpp>
 
 #include <xgrad/graph/error.hpp>
+#include <xgrad/graph/onnx.hpp>
 #include <xgrad/graph/shape.hpp>
 
 namespace xgrad {
@@ -127,6 +128,11 @@ class Op {
     (void)i;
     return false;
   }
+  // Writes the op as ONNX nodes of the default domain through e (graph/onnx.hpp) and returns the
+  // names of the values holding its outputs, one per output: its lowering, beside its forward and
+  // VJP. The default refuses: it throws xgrad::error ("has no ONNX lowering"), which to_onnx
+  // (lib/onnx_export.hpp) reports with the node.
+  virtual std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const;
   // Typed attributes, for export; {} when the op has none. The op's factory reads them back.
   virtual Json attrs() const { return Json::object(); }
   // The cost of one forward on inputs of shapes x giving outputs of shapes y, in element
@@ -152,6 +158,10 @@ class Op {
     return count;
   }
 };
+
+inline std::vector<std::string> Op::to_onnx(OnnxEmitter&, const OnnxNode&) const {
+  throw error("has no ONNX lowering");
+}
 
 inline Shape Op::infer_shape(const std::vector<Shape>&) const {
   throw error("has " + std::to_string(output_count()) + " outputs: it writes infer_shapes, not infer_shape");

@@ -385,7 +385,7 @@ const std::set<std::size_t>* static_positions(const std::string& op) {
       {"Reshape", {1}}, {"Expand", {1}}, {"Slice", {1, 2, 3, 4}}, {"Squeeze", {1}}, {"Unsqueeze", {1}},
       {"ReduceSum", {1}}, {"ReduceMean", {1}}, {"ReduceMax", {1}}, {"ReduceMin", {1}}, {"ReduceSumSquare", {1}},
       {"ReduceL1", {1}}, {"ReduceL2", {1}}, {"ReduceLogSum", {1}}, {"ReduceLogSumExp", {1}}, {"Split", {1}},
-      {"Where", {0}}, {"Gather", {1}}, {"Trilu", {1}},
+      {"Where", {0}}, {"Gather", {1}}, {"Trilu", {1}}, {"ScatterND", {1}},
       {"NegativeLogLikelihoodLoss", {1}}, {"SoftmaxCrossEntropyLoss", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 3}},
       {"Flatten", {}}, {"Transpose", {}}, {"Identity", {}}, {"Concat", {}}, {"Add", {}}, {"Sub", {}},
       {"Mul", {}}, {"Div", {}}, {"Neg", {}}, {"Exp", {}}, {"Log", {}}, {"Sqrt", {}}, {"Tanh", {}}, {"Erf", {}},
@@ -867,7 +867,7 @@ class Importer {
     static const std::map<std::string, std::int64_t> since = {
         {"LayerNormalization", 17}, {"CastLike", 15}, {"HardSwish", 14}, {"Trilu", 14}, {"Celu", 12}, {"LessOrEqual", 12},
         {"GreaterOrEqual", 12}, {"Range", 11}, {"ThresholdedRelu", 10}, {"Where", 9}, {"ConstantOfShape", 9},
-        {"Erf", 9}, {"Expand", 8}, {"NegativeLogLikelihoodLoss", 12}, {"SoftmaxCrossEntropyLoss", 12}};
+        {"Erf", 9}, {"Expand", 8}, {"ScatterND", 11}, {"NegativeLogLikelihoodLoss", 12}, {"SoftmaxCrossEntropyLoss", 12}};
     const auto it = since.find(op);
     if (it != since.end() && m_opset < it->second) {
       fail("op not in the default domain at opset " + std::to_string(m_opset) + " (it is from opset " +
@@ -1635,6 +1635,50 @@ class Importer {
     return {constant(what, xt::cast<double>(known_ids)), shape_of(known_ids)};
   }
 
+  // ScatterND with reduction add of indices (ids..., 1) into the first axis of data: data plus
+  // embedding_vjp of the updates, the scatter-add xgrad's ONNX export writes for embedding's
+  // gradient. Other index depths and reductions are refused.
+  Var<T> scatter_add(const Var<T>& data, const Var<T>& updates) {
+    const std::string reduction = attr_string("reduction", "none");
+    if (reduction != "add") fail("reduction '" + reduction + "' is not supported (only add)");
+    const Shape s = data.shape();
+    if (s.empty()) fail("ScatterND into a scalar");
+    const auto [ids, view] = ids_of(1, s[0], "indices");
+    if (view.empty() || view.back() != 1) fail("indices of shape " + shape_str(view) + " do not end in 1 (only rows of data are scattered)");
+    const Shape rest(s.begin() + 1, s.end());
+    Shape u(view.begin(), view.end() - 1);
+    u.insert(u.end(), rest.begin(), rest.end());
+    if (updates.shape() != u) fail("updates have shape " + shape_str(updates.shape()) + ", not " + shape_str(u));
+    Shape rows = ids.shape();
+    rows.push_back(shape_size(rest));
+    const Var<T> scattered = embedding_vjp(reshape_to(updates, rows), ids, s[0]);
+    return add(data, reshape_to(scattered, s));
+  }
+
+  // Pad of a run-time value in constant mode with 0 (opset 11 on: pads and constant_value as
+  // inputs): one pad node per axis padded. Negative pads (cropping), other values and modes are
+  // refused.
+  Var<T> pad_zeros(Var<T> x) {
+    if (m_opset < 11) fail("Pad of a run-time value before opset 11 (pads as an attribute) is not supported");
+    const std::string mode = attr_string("mode", "constant");
+    if (mode != "constant") fail("mode '" + mode + "' is not supported (only constant)");
+    if (has_input(2)) {
+      const OnnxTensor& v = known(2);
+      const double value = v.is_float() ? (v.real.size() ? v.real.data()[0] : 0.0) : (v.ints.size() ? double(v.ints.data()[0]) : 0.0);
+      if (value != 0) fail("constant_value " + number_str(value) + " is not supported (only 0)");
+    }
+    const std::size_t rank = x.shape().size();
+    const std::vector<std::int64_t> pads = known_ints(1, "pads");
+    if (pads.size() != 2 * rank) fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(rank));
+    for (std::size_t k = 0; k < rank; ++k) {
+      if (pads[k] < 0 || pads[rank + k] < 0) fail("negative pads " + ints_str(pads) + " are not supported");
+      if (pads[k] || pads[rank + k]) {
+        x = pad(x, static_cast<long>(k), static_cast<std::size_t>(pads[k]), static_cast<std::size_t>(pads[rank + k]));
+      }
+    }
+    return x;
+  }
+
   Var<T> gather(const Var<T>& data) {
     const Shape s = data.shape();
     if (s.empty()) fail("Gather of a scalar");
@@ -1962,6 +2006,10 @@ class Importer {
       out(concat_vars(parts));
     } else if (op == "Gather") {
       out(gather(var(0)));
+    } else if (op == "ScatterND") {
+      out(scatter_add(var(0), var(2)));
+    } else if (op == "Pad") {
+      out(pad_zeros(var(0)));
     } else if (op == "Where") {
       out(where(1, 2));
     } else if (op == "Trilu") {

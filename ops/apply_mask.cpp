@@ -20,6 +20,12 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
   explicit ApplyMaskOp(double fill) : m_fill(fill) {}
 
   std::string name() const override { return "apply_mask"; }
+  // ONNX: Where(Cast(mask, bool), x, fill), the cast true where mask != 0 (NaN included), the
+  // fill (-inf for attention) a scalar initializer.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::string allowed = e.op("Cast", {n.inputs[1]}, {{"to", std::int64_t{9}}});  // 9: BOOL
+    return {e.op("Where", {allowed, n.inputs[0], e.scalar(m_fill)})};
+  }
   std::size_t arity() const override { return 2; }
   Json attrs() const override { return {{key_fill, m_fill}}; }
   // Element by element over x (the mask, broadcast, is never y's buffer unless it is x).

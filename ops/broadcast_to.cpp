@@ -19,6 +19,10 @@ class BroadcastToOp final : public OpFor<BroadcastToOp> {
   explicit BroadcastToOp(Shape shape) : m_shape(std::move(shape)) {}
 
   std::string name() const override { return "broadcast_to"; }
+  // ONNX: Expand to the shape.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {e.op("Expand", {n.inputs[0], e.int64s(onnx_dims(m_shape))})};
+  }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_shape, m_shape}}; }
   // Each output element also costs 4 visits (an odometer step over the axes: broadcasting to (2^24, 1) took 3.6 ns a visit here without it).

@@ -49,8 +49,7 @@ class DropoutOp final : public OpFor<DropoutOp> {
       if (dst != src) std::copy(src, src + n, dst);
       return;
     }
-    // Kept when the 32 bits are below the threshold: the same decision in float32 and float64.
-    const std::uint64_t threshold = static_cast<std::uint64_t>(std::floor(std::ldexp(1.0 - m_p, 32)));
+    const std::uint64_t threshold = this->threshold();
     const T kept = T(1) / static_cast<T>(1.0 - m_p);  // unused when p = 1: nothing is kept
     const std::uint64_t seed = m_seed, step = x.step;
     detail::parallel_for(n, 8, [&](std::size_t begin, std::size_t end) {
@@ -67,7 +66,26 @@ class DropoutOp final : public OpFor<DropoutOp> {
     return {dropout(v.grad_out, m_p, m_seed)};
   }
 
+  // ONNX: Mul by the mask of the graph's step, drawn here as the forward draws it and stored as
+  // an initializer of x's shape (ONNX has no counter-based generator to draw it again); Identity
+  // in evaluation or for p = 0. The exported model drops the same elements at every run.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    if (!n.training || m_p == 0) return {e.op("Identity", {n.inputs[0]})};
+    const Shape& shape = n.input_shapes[0];
+    const double kept = e.float32() ? double(1.0f / static_cast<float>(1.0 - m_p)) : 1.0 / (1.0 - m_p);
+    const std::uint64_t threshold = this->threshold();
+    std::vector<double> mask(shape_size(shape));
+    for (std::size_t i = 0; i < mask.size(); ++i) {
+      mask[i] = detail::philox_block(m_seed, n.step, i / 4)[i % 4] < threshold ? kept : 0.0;
+    }
+    return {e.op("Mul", {n.inputs[0], e.floats(mask, shape)})};
+  }
+
  private:
+  // An element is kept when its 32 random bits are below this: the same decision in float32 and
+  // float64.
+  std::uint64_t threshold() const { return static_cast<std::uint64_t>(std::floor(std::ldexp(1.0 - m_p, 32))); }
+
   double m_p;
   std::uint64_t m_seed;
 };

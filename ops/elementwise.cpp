@@ -11,6 +11,31 @@
 
 namespace xgrad {
 
+namespace elementwise {
+
+// erf(x) = 2/sqrt(pi) x exp(-x^2) sum_n (2 x^2)^n / (1 3 5 ... (2n + 1)), a series of positive
+// terms (no cancellation), as a polynomial of degree 100 in z = x^2 / 32 (Horner's scheme) after
+// x is clamped to [-6, 6] (erf rounds to +-1 beyond 5.93 in float64). In z, not x^2, the
+// coefficients stay within [3e-9, 9e11]: ONNX Runtime's optimizer drops an Add of a constant that
+// is 0 in float32 (1e-160 is), also in a float64 graph. Within 2e-15 relative of std::erf on
+// [-7, 7] (numpy, the same steps); NaN stays NaN (ONNX's Min and Max propagate it).
+std::string onnx_erf(OnnxEmitter& e, const std::string& x) {
+  if (e.float32()) return e.op("Erf", {x});
+  constexpr int degree = 100;
+  const std::string clamped = e.op("Max", {e.op("Min", {x, e.scalar(6)}), e.scalar(-6)});
+  const std::string y = e.op("Mul", {clamped, clamped});
+  const std::string z = e.op("Mul", {y, e.scalar(1.0 / 32)});
+  std::vector<long double> c(degree + 1);  // c_n = 2^n 32^n / (1 3 5 ... (2n + 1))
+  c[0] = 1;
+  for (int n = 0; n < degree; ++n) c[n + 1] = c[n] * 64 / (2 * n + 3);
+  std::string p = e.scalar(static_cast<double>(c[degree]));
+  for (int n = degree - 1; n >= 0; --n) p = e.op("Add", {e.op("Mul", {p, z}), e.scalar(static_cast<double>(c[n]))});
+  const std::string scaled = e.op("Mul", {clamped, e.scalar(two_over_sqrt_pi)});
+  return e.op("Mul", {e.op("Mul", {scaled, e.op("Exp", {e.op("Neg", {y})})}), p});
+}
+
+}  // namespace elementwise
+
 namespace {
 
 // A row as a type, one per row (below): its name, forward(element) and VJP.
@@ -37,6 +62,10 @@ class UnaryOp final : public OpFor<UnaryOp<Rule>> {
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
     return {Rule::vjp(v.x[0], v.y, v.grad_out)};
+  }
+
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {Rule::onnx(e, n.inputs[0])};
   }
 };
 
@@ -68,11 +97,15 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
     if (v.wanted[1]) grad_b = sum_to_shape_of(Rule::vjp_b(a, b, v.y, v.grad_out), b);
     return {grad_a, grad_b};
   }
+
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {Rule::onnx(e, n.inputs[0], n.inputs[1])};
+  }
 };
 
 // The rows as types: NAME_rule::name, forward (elementwise::NAME) and the VJP as written in the
 // row (x or a, b; y; g = grad_out), each variable used or not.
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                     \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX)                                     \
   struct NAME##_rule {                                                                    \
     static constexpr const char* name = #NAME;                                            \
     static constexpr double cost = COST;                                                  \
@@ -85,8 +118,9 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
                       [[maybe_unused]] const Var<T>& g) {                                 \
       return VJP;                                                                         \
     }                                                                                     \
+    static std::string onnx(OnnxEmitter& e, const std::string& x) { return ONNX; }        \
   };
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                               \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX)                               \
   struct NAME##_rule {                                                                        \
     static constexpr const char* name = #NAME;                                                \
     static constexpr double cost = COST;                                                      \
@@ -104,13 +138,16 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
                         [[maybe_unused]] const Var<T>& y, [[maybe_unused]] const Var<T>& g) { \
       return VJP_B;                                                                           \
     }                                                                                         \
+    static std::string onnx(OnnxEmitter& e, const std::string& a, const std::string& b) {     \
+      return ONNX;                                                                            \
+    }                                                                                         \
   };
 #include <xgrad/ops/elementwise.def>
 
 }  // namespace
 
 // Each row's function, factory and instantiations.
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                      \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX)                      \
   template <class T>                                                       \
   Var<T> NAME(const Var<T>& x) {                                           \
     return x.graph().apply(std::make_shared<UnaryOp<NAME##_rule>>(), {x}); \
@@ -121,7 +158,7 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
   }                                                                        \
   template Var<float> NAME(const Var<float>&);                             \
   template Var<double> NAME(const Var<double>&);
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX)                \
   template <class T>                                                           \
   Var<T> NAME(const Var<T>& a, const Var<T>& b) {                              \
     return a.graph().apply(std::make_shared<BinaryOp<NAME##_rule>>(), {a, b}); \

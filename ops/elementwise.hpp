@@ -16,11 +16,11 @@ namespace xgrad {
 //   template <class T> Var<T> name(const Var<T>& a, const Var<T>& b);   a and b broadcast to y
 // and for both the op from its exported attributes, {} (ops/registry):
 //   std::shared_ptr<const Op> make_<name>_op(const JsonCursor& attrs);
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                  \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX)                  \
   template <class T>                                                   \
   Var<T> NAME(const Var<T>& x);                                        \
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)        \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX)        \
   template <class T>                                                   \
   Var<T> NAME(const Var<T>& a, const Var<T>& b);                       \
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
@@ -39,12 +39,15 @@ namespace elementwise {
 // Where the property tests draw a row's inputs (ops/elementwise.def, the column domain).
 enum class Domain { real, positive };
 inline constexpr double two_over_sqrt_pi = 1.12837916709551257390;  // 2 / sqrt(pi), erf's slope at 0
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
+// The ONNX lowering of erf, for the erf row and gelu: Erf in float32; in float64, where ONNX
+// Runtime has no Erf kernel, a series of standard ops (ops/elementwise.cpp).
+std::string onnx_erf(OnnxEmitter& e, const std::string& x);
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX) \
   template <class T>                                  \
   T NAME(T x) {                                       \
     return FORWARD;                                   \
   }
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX) \
   template <class T>                                            \
   T NAME(T a, T b) {                                            \
     return FORWARD;                                             \

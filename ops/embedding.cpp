@@ -85,9 +85,19 @@ std::vector<std::size_t> checked_rows(const Args<T>& x, std::size_t rows) {
   return out;
 }
 
+// ONNX: input i of the node as int64 ids, an index leaf as it is, a Var of T through a Cast.
+std::string onnx_ids(OnnxEmitter& e, const OnnxNode& n, std::size_t i) {
+  if (n.index_inputs[i]) return n.inputs[i];
+  return e.op("Cast", {n.inputs[i]}, {{"to", std::int64_t{7}}});  // 7: INT64
+}
+
 class EmbeddingOp final : public OpFor<EmbeddingOp> {
  public:
   std::string name() const override { return "embedding"; }
+  // ONNX: Gather(table, ids) along axis 0, ids of T cast to int64 first.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {e.op("Gather", {n.inputs[0], onnx_ids(e, n, 1)}, {{"axis", std::int64_t{0}}})};
+  }
   std::size_t arity() const override { return 2; }
   bool accepts_indices(std::size_t i) const override { return i == 1; }
 
@@ -125,6 +135,13 @@ class EmbeddingVjpOp final : public OpFor<EmbeddingVjpOp> {
   explicit EmbeddingVjpOp(std::size_t rows) : m_rows(rows) {}
 
   std::string name() const override { return "embedding_vjp"; }
+  // ONNX: ScatterND(zeros (V, d), ids as (ids..., 1), grad_out, reduction add), which sums the
+  // rows of repeated ids (in an order the engine chooses).
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::string zeros = e.op("Expand", {e.scalar(0), e.int64s(onnx_dims(n.output_shapes[0]))});
+    const std::string ids = e.op("Unsqueeze", {onnx_ids(e, n, 1), e.int64s({-1})});
+    return {e.op("ScatterND", {zeros, ids, n.inputs[0]}, {{"reduction", std::string("add")}})};
+  }
   std::size_t arity() const override { return 2; }
   bool accepts_indices(std::size_t i) const override { return i == 1; }
   Json attrs() const override { return {{key_rows, m_rows}}; }

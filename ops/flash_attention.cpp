@@ -18,6 +18,7 @@
 #include <xgrad/ops/kernels/gemm.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
+#include <xgrad/ops/softmax.hpp>
 
 #include <xtensor/xbuilder.hpp>
 
@@ -140,6 +141,18 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
   std::size_t arity() const override { return 3; }
   Json attrs() const override { return {{key_scale, m_scale}}; }
   double scale() const { return m_scale; }
+  // ONNX: the composition, s = scale q k^T, out = softmax(s) v and lse = m + Log(sum) per row
+  // (onnx_exp_rows: out 0 and lse -inf on a row of only -inf, as here). The T_q x T_k scores
+  // exist then: the memory bound of the fused node is lost.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::size_t rank = n.input_shapes[0].size();
+    const std::string k_t = e.op("Transpose", {n.inputs[1]}, {{"perm", onnx_swap_last_two(rank)}});
+    const std::string s = e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.scalar(m_scale)});
+    const OnnxExpRows rows = onnx_exp_rows(e, s, static_cast<std::int64_t>(rank - 1));
+    const std::string p = e.op("Mul", {rows.exps, e.op("Div", {e.scalar(1), e.op("Max", {rows.sum, e.scalar(1)})})});
+    const std::string lse = e.op("Add", {rows.m, e.op("Log", {rows.sum})});
+    return {e.op("MatMul", {p, n.inputs[2]}), e.op("Reshape", {lse, e.int64s(onnx_dims(n.output_shapes[1]))})};
+  }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward);
   }

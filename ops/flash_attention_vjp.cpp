@@ -82,6 +82,31 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
   explicit FlashAttentionVjpOp(double scale) : m_scale(scale) {}
 
   std::string name() const override { return "flash_attention_vjp"; }
+  // ONNX: the formulas of run_forward on whole arrays, p = exp(scale q k^T - lse) (0 on rows
+  // whose lse is -inf, as here), grad_v = p^T g, ds = p (g v^T - D), D = rowsum(g out) - grad_lse,
+  // grad_q = scale ds k, grad_k = scale ds^T q. The T_q x T_k weights exist then: the memory
+  // bound of the fused node is lost.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::string &q = n.inputs[0], &k = n.inputs[1], &v = n.inputs[2], &out = n.inputs[3], &lse = n.inputs[4],
+                      &g = n.inputs[5], &grad_lse = n.inputs[6];
+    const std::size_t rank = n.input_shapes[0].size();
+    const auto last = static_cast<std::int64_t>(rank - 1);
+    const auto t = [&](const std::string& x) { return e.op("Transpose", {x}, {{"perm", onnx_swap_last_two(rank)}}); };
+    const auto matmul = [&](const std::string& a, const std::string& b) { return e.op("MatMul", {a, b}); };
+    const auto mul = [&](const std::string& a, const std::string& b) { return e.op("Mul", {a, b}); };
+    const auto column = [&](const std::string& x) {  // (B..., T_q) -> (B..., T_q, 1)
+      return e.op("Unsqueeze", {x, e.int64s({last})});
+    };
+    const std::string alpha = e.scalar(m_scale);
+    const std::string lse_col = column(lse);
+    const std::string s = mul(matmul(q, t(k)), alpha);
+    // Max(lse, lowest): a row whose lse is -inf has weights exp(-inf) = 0, not exp(NaN).
+    const std::string p = e.op("Exp", {e.op("Sub", {s, e.op("Max", {lse_col, e.lowest()})})});
+    const std::string row_d = e.op("Sub", {e.op("ReduceSum", {mul(g, out), e.int64s({last})}, {{"keepdims", std::int64_t{1}}}),
+                                           column(grad_lse)});
+    const std::string ds = mul(p, e.op("Sub", {matmul(g, t(v)), row_d}));
+    return {mul(matmul(ds, k), alpha), mul(matmul(t(ds), q), alpha), matmul(t(p), g)};
+  }
   std::size_t arity() const override { return 7; }
   Json attrs() const override { return {{key_scale, m_scale}}; }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {

@@ -64,6 +64,18 @@ class GeluOp final : public OpFor<GeluOp> {
   explicit GeluOp(GeluApprox approx) : m_approx(approx) {}
 
   std::string name() const override { return "gelu"; }
+  // ONNX: the forward's formula in Mul, Add, erf (elementwise::onnx_erf) or Tanh nodes, its roundings in its order.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::string& x = n.inputs[0];
+    const std::string half_x = e.op("Mul", {x, e.scalar(0.5)});
+    if (m_approx == GeluApprox::none) {
+      const std::string t = elementwise::onnx_erf(e, e.op("Mul", {x, e.scalar(sqrt_half)}));
+      return {e.op("Mul", {half_x, e.op("Add", {e.scalar(1), t})})};
+    }
+    const std::string cubic = e.op("Mul", {e.op("Mul", {e.op("Mul", {e.scalar(kappa), x}), x}), x});
+    const std::string t = e.op("Tanh", {e.op("Mul", {e.scalar(sqrt_2_over_pi), e.op("Add", {x, cubic})})});
+    return {e.op("Mul", {e.op("Mul", {e.scalar(0.5), x}), e.op("Add", {e.scalar(1), t})})};
+  }
   std::size_t arity() const override { return 1; }
   bool overwrites_input(std::size_t) const override { return true; }  // element by element
   Json attrs() const override { return {{key_approximate, approx_names[static_cast<int>(m_approx)]}}; }
@@ -108,6 +120,26 @@ class GeluVjpOp final : public OpFor<GeluVjpOp> {
   explicit GeluVjpOp(GeluApprox approx) : m_approx(approx) {}
 
   std::string name() const override { return "gelu_vjp"; }
+  // ONNX: run_forward's formula in Mul, Add, Sub, erf (elementwise::onnx_erf), Exp or Tanh nodes, in its order.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::string& x = n.inputs[0];
+    const std::string& g = n.inputs[1];
+    const auto mul = [&](const std::string& a, const std::string& b) { return e.op("Mul", {a, b}); };
+    const auto add = [&](const std::string& a, const std::string& b) { return e.op("Add", {a, b}); };
+    const std::string x2 = mul(x, x);
+    if (m_approx == GeluApprox::none) {
+      const std::string erf = elementwise::onnx_erf(e, mul(x, e.scalar(sqrt_half)));
+      const std::string q = e.op("Exp", {mul(x2, e.scalar(-0.5))});
+      const std::string cdf_part = mul(add(g, mul(g, erf)), e.scalar(0.5));
+      return {add(cdf_part, mul(mul(g, x), mul(q, e.scalar(inv_sqrt_2pi))))};
+    }
+    const std::string t =
+        e.op("Tanh", {mul(add(x, mul(mul(x, x2), e.scalar(kappa))), e.scalar(sqrt_2_over_pi))});
+    const std::string gx = mul(g, x);
+    const std::string h = e.op("Sub", {gx, mul(gx, mul(t, t))});
+    const std::string inner = mul(add(h, mul(mul(h, x2), e.scalar(3 * kappa))), e.scalar(0.5 * sqrt_2_over_pi));
+    return {add(mul(add(g, mul(g, t)), e.scalar(0.5)), inner)};
+  }
   std::size_t arity() const override { return 2; }
   bool overwrites_input(std::size_t) const override { return true; }  // element by element
   Json attrs() const override { return {{key_approximate, approx_names[static_cast<int>(m_approx)]}}; }

@@ -43,6 +43,23 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
   explicit LayerNormOp(double eps) : m_eps(eps) { check_eps(eps); }
 
   std::string name() const override { return "layer_norm"; }
+  // ONNX: in float32 one LayerNormalization node (axis -1; Y, Mean, InvStdDev are the three
+  // outputs); in float64 the composition, as LayerNormalization's epsilon attribute holds only
+  // 32 bits (1e-5 would become 9.99999974738e-06).
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::string& x = n.inputs[0];
+    if (e.float32()) {
+      return e.emit("LayerNormalization", {x, n.inputs[1], n.inputs[2]},
+                    {{"axis", std::int64_t{-1}}, {"epsilon", m_eps}}, 3);
+    }
+    const std::vector<OnnxAttr> last = {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", std::int64_t{1}}};
+    const std::string mean = e.op("ReduceMean", {x}, last);
+    const std::string centred = e.op("Sub", {x, mean});
+    const std::string var = e.op("ReduceMean", {e.op("Mul", {centred, centred})}, last);
+    const std::string rstd = e.op("Div", {e.scalar(1), e.op("Sqrt", {e.op("Add", {var, e.scalar(m_eps)})})});
+    const std::string y = e.op("Add", {e.op("Mul", {e.op("Mul", {centred, rstd}), n.inputs[1]}), n.inputs[2]});
+    return {y, mean, rstd};
+  }
   std::size_t arity() const override { return 3; }
   Json attrs() const override { return {{key_eps, m_eps}}; }
 
@@ -141,6 +158,28 @@ void check_vjp_shapes(const std::vector<Shape>& x) {
 class LayerNormVjpOp final : public OpFor<LayerNormVjpOp, 3> {
  public:
   std::string name() const override { return "layer_norm_vjp"; }
+  // ONNX: run_forward's formulas: xhat, gy, the two row means (ReduceMean), and the sums over
+  // the rows (ReduceSum over every axis but the last; none for a single row of rank 1).
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::string &x = n.inputs[0], &gamma = n.inputs[1], &mean = n.inputs[2], &rstd = n.inputs[3],
+                      &g = n.inputs[4];
+    const auto mul = [&](const std::string& a, const std::string& b) { return e.op("Mul", {a, b}); };
+    const auto sub = [&](const std::string& a, const std::string& b) { return e.op("Sub", {a, b}); };
+    const std::vector<OnnxAttr> last = {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", std::int64_t{1}}};
+    const std::string xhat = mul(sub(x, mean), rstd);
+    const std::string gy = mul(g, gamma);
+    const std::string a = e.op("ReduceMean", {gy}, last);
+    const std::string b = e.op("ReduceMean", {mul(gy, xhat)}, last);
+    const std::string grad_x = mul(rstd, sub(sub(gy, a), mul(xhat, b)));
+    const std::size_t rank = n.input_shapes[0].size();
+    const auto over_rows = [&](const std::string& v) {
+      if (rank == 1) return e.op("Identity", {v});
+      std::vector<std::int64_t> rows;
+      for (std::size_t i = 0; i + 1 < rank; ++i) rows.push_back(static_cast<std::int64_t>(i));
+      return e.op("ReduceSum", {v, e.int64s(rows)}, {{"keepdims", std::int64_t{0}}});
+    };
+    return {grad_x, over_rows(mul(g, xhat)), over_rows(g)};
+  }
   std::size_t arity() const override { return 5; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {

@@ -40,6 +40,13 @@ class LogSoftmaxOp final : public OpFor<LogSoftmaxOp> {
   explicit LogSoftmaxOp(long axis) : m_axis(axis) {}
 
   std::string name() const override { return "log_softmax"; }
+  // ONNX: (x - m) - Log(Max(sum, 1)) from onnx_exp_rows: -inf on a row of only -inf, where
+  // ONNX's LogSoftmax gives NaN.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const OnnxExpRows rows = onnx_exp_rows(e, n.inputs[0], onnx_axis(m_axis, n.input_shapes[0].size()));
+    const std::string log_sum = e.op("Log", {e.op("Max", {rows.sum, e.scalar(1)})});
+    return {e.op("Sub", {e.op("Sub", {n.inputs[0], rows.m}), log_sum})};
+  }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_axis, m_axis}}; }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {

@@ -34,6 +34,14 @@ class MatmulOp final : public OpFor<MatmulOp> {
   MatmulOp(bool transpose_a, bool transpose_b) : m_ta(transpose_a), m_tb(transpose_b) {}
 
   std::string name() const override { return "matmul"; }
+  // ONNX: MatMul (numpy's batch broadcasting), each flagged operand through a Transpose first.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const auto operand = [&](std::size_t i, bool transposed) {
+      if (!transposed) return n.inputs[i];
+      return e.op("Transpose", {n.inputs[i]}, {{"perm", onnx_swap_last_two(n.input_shapes[i].size())}});
+    };
+    return {e.op("MatMul", {operand(0, m_ta), operand(1, m_tb)})};
+  }
   std::size_t arity() const override { return 2; }
   Json attrs() const override {
     return {{key_transpose_a, m_ta}, {key_transpose_b, m_tb}};

@@ -17,6 +17,13 @@ class MeanOp final : public OpFor<MeanOp> {
   MeanOp(std::vector<long> axes, bool keepdims) : m_axes(std::move(axes)), m_keepdims(keepdims) {}
 
   std::string name() const override { return "mean"; }
+  // ONNX: ReduceMean over the axes, an attribute at opset 17 (Identity for none).
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    if (m_axes.empty()) return {e.op("Identity", {n.inputs[0]})};
+    std::vector<std::int64_t> axes;
+    for (long a : m_axes) axes.push_back(onnx_axis(a, n.input_shapes[0].size()));
+    return {e.op("ReduceMean", {n.inputs[0]}, {{"axes", axes}, {"keepdims", std::int64_t{m_keepdims}}})};
+  }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return detail::reduction_attrs(m_axes, m_keepdims); }
   // Each output element also costs 8 visits (its reduction's setup): sum over rows of 1 took

@@ -23,6 +23,15 @@ class PadOp final : public OpFor<PadOp> {
   PadOp(long axis, std::size_t before, std::size_t after) : m_axis(axis), m_before(before), m_after(after) {}
 
   std::string name() const override { return "pad"; }
+  // ONNX: Pad with constant zeros, before and after the axis.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::size_t rank = n.input_shapes[0].size();
+    const auto axis = static_cast<std::size_t>(onnx_axis(m_axis, rank));
+    std::vector<std::int64_t> pads(2 * rank, 0);
+    pads[axis] = static_cast<std::int64_t>(m_before);
+    pads[rank + axis] = static_cast<std::int64_t>(m_after);
+    return {e.op("Pad", {n.inputs[0], e.int64s(pads)}, {{"mode", std::string("constant")}})};  // value 0 by default
+  }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_axis, m_axis}, {key_before, m_before}, {key_after, m_after}}; }
 

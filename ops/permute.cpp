@@ -26,6 +26,10 @@ class PermuteOp final : public OpFor<PermuteOp> {
   explicit PermuteOp(std::vector<std::size_t> axes) : m_axes(std::move(axes)) {}
 
   std::string name() const override { return "permute"; }
+  // ONNX: Transpose with perm = axes.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {e.op("Transpose", {n.inputs[0]}, {{"perm", std::vector<std::int64_t>(m_axes.begin(), m_axes.end())}})};
+  }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_axes, m_axes}}; }
   // Each output element also costs 4 visits (an odometer step over the axes: permuting (E/64, 8, 8) took 4.5 ns a visit here without it).

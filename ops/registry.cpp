@@ -60,8 +60,8 @@ const Entry registry[] = {
     {"sum_to", make_sum_to_op},
     {"transpose", make_transpose_op},
     // and every row of ops/elementwise.def (relu, exp, add, div, ...)
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) {#NAME, make_##NAME##_op},
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) {#NAME, make_##NAME##_op},
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX) {#NAME, make_##NAME##_op},
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX) {#NAME, make_##NAME##_op},
 #include <xgrad/ops/elementwise.def>
 };
 

@@ -20,6 +20,10 @@ class ReshapeOp final : public OpFor<ReshapeOp> {
   explicit ReshapeOp(Shape shape) : m_shape(std::move(shape)) {}
 
   std::string name() const override { return "reshape"; }
+  // ONNX: Reshape to the shape, a 0 in it meaning 0 (allowzero).
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {e.op("Reshape", {n.inputs[0], e.int64s(onnx_dims(m_shape))}, {{"allowzero", std::int64_t{1}}})};
+  }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_shape, m_shape}}; }
   // Over its input, a lean replay's reshape copies nothing.

@@ -19,6 +19,10 @@ class ScaleOp final : public OpFor<ScaleOp> {
   explicit ScaleOp(double alpha) : m_alpha(alpha) {}
 
   std::string name() const override { return "scale"; }
+  // ONNX: Mul by alpha rounded to T, as the forward rounds it.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {e.op("Mul", {n.inputs[0], e.scalar(m_alpha)})};
+  }
   std::size_t arity() const override { return 1; }
   bool overwrites_input(std::size_t) const override { return true; }
   Json attrs() const override { return {{key_alpha, m_alpha}}; }

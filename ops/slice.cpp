@@ -23,6 +23,12 @@ class SliceOp final : public OpFor<SliceOp> {
   SliceOp(long axis, std::size_t begin, std::size_t end) : m_axis(axis), m_begin(begin), m_end(end) {}
 
   std::string name() const override { return "slice"; }
+  // ONNX: Slice of [begin, end) along the axis.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::int64_t axis = onnx_axis(m_axis, n.input_shapes[0].size());
+    return {e.op("Slice", {n.inputs[0], e.int64s({static_cast<std::int64_t>(m_begin)}),
+                           e.int64s({static_cast<std::int64_t>(m_end)}), e.int64s({axis})})};
+  }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_axis, m_axis}, {key_begin, m_begin}, {key_end, m_end}}; }
 

@@ -30,6 +30,18 @@ template void softmax_row(const double*, double*, std::size_t, std::size_t);
 
 }  // namespace detail
 
+OnnxExpRows onnx_exp_rows(OnnxEmitter& e, const std::string& x, std::int64_t axis) {
+  const std::vector<OnnxAttr> keep = {{"axes", std::vector<std::int64_t>{axis}}, {"keepdims", std::int64_t{1}}};
+  const std::string m = e.op("Max", {e.op("ReduceMax", {x}, keep), e.lowest()});
+  const std::string exps = e.op("Exp", {e.op("Sub", {x, m})});
+  return {m, exps, e.op("ReduceSum", {exps, e.int64s({axis})}, {{"keepdims", std::int64_t{1}}})};
+}
+
+std::string onnx_softmax(OnnxEmitter& e, const std::string& x, std::int64_t axis) {
+  const OnnxExpRows rows = onnx_exp_rows(e, x, axis);
+  return e.op("Mul", {rows.exps, e.op("Div", {e.scalar(1), e.op("Max", {rows.sum, e.scalar(1)})})});
+}
+
 namespace {
 
 // Attribute keys, for attrs() and the factory alike.
@@ -44,6 +56,10 @@ class SoftmaxOp final : public OpFor<SoftmaxOp> {
   bool overwrites_input(std::size_t) const override { return true; }  // the row is read before it is written
   Json attrs() const override { return {{key_axis, m_axis}}; }
   long axis() const { return m_axis; }
+  // ONNX: onnx_softmax (a row of only -inf gives zeros, where ONNX's Softmax gives NaN).
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {onnx_softmax(e, n.inputs[0], onnx_axis(m_axis, n.input_shapes[0].size()))};
+  }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     return detail::row_pass_work(Op::work(x, y), x[0], m_axis);
   }

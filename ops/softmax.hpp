@@ -21,6 +21,20 @@ Var<T> softmax(const Var<T>& x, long axis = -1);
 // any other op. For code that finds softmax nodes in a graph (lib/diagnostics).
 std::optional<long> softmax_axis(const Op& op);
 
+// ONNX, for the lowerings of softmax, log_softmax and flash_attention: the exponentials of a
+// row of x along `axis` (an ONNX axis, >= 0) less its maximum, as the forward computes them, in
+// ops that xgrad's importer reads back. m = Max(ReduceMax(x), lowest): finite on a row of only
+// -inf (every key masked), whose exponentials are then 0 and sum 0 where ONNX's Softmax would
+// give NaN; exps = Exp(x - m); sum = ReduceSum(exps), >= 1 on every other row. All keep the
+// axis (as 1 in m and sum). NaN or +inf in a row makes its sum NaN, as in the forward.
+struct OnnxExpRows {
+  std::string m, exps, sum;
+};
+OnnxExpRows onnx_exp_rows(OnnxEmitter& e, const std::string& x, std::int64_t axis);
+// softmax(x) along `axis` as the forward defines it: exps * (1 / Max(sum, 1)), 0 on a row of
+// only -inf.
+std::string onnx_softmax(OnnxEmitter& e, const std::string& x, std::int64_t axis);
+
 // The op from its exported attributes (ops/registry).
 std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs);
 

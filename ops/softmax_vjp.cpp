@@ -36,6 +36,14 @@ class SoftmaxVjpOp final : public OpFor<SoftmaxVjpOp> {
   explicit SoftmaxVjpOp(long axis) : m_axis(axis) {}
 
   std::string name() const override { return "softmax_vjp"; }
+  // ONNX: y * (grad_out - ReduceSum(grad_out * y, axis, keepdims)).
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const std::int64_t axis = onnx_axis(m_axis, n.input_shapes[0].size());
+    const std::string& y = n.inputs[0];
+    const std::string& g = n.inputs[1];
+    const std::string dot = e.op("ReduceSum", {e.op("Mul", {g, y}), e.int64s({axis})}, {{"keepdims", std::int64_t{1}}});
+    return {e.op("Mul", {y, e.op("Sub", {g, dot})})};
+  }
   std::size_t arity() const override { return 2; }
   bool overwrites_input(std::size_t) const override { return true; }  // the row dot is taken first
   Json attrs() const override { return {{key_axis, m_axis}}; }

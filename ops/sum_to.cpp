@@ -19,6 +19,19 @@ class SumToOp final : public OpFor<SumToOp> {
   explicit SumToOp(Shape shape) : m_shape(std::move(shape)) {}
 
   std::string name() const override { return "sum_to"; }
+  // ONNX: ReduceSum (keepdims) over the leading axes x has beyond the target and the axes where
+  // the target has 1, then Reshape to the target.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    const Shape& x = n.input_shapes[0];
+    const std::size_t extra = x.size() - m_shape.size();
+    std::vector<std::int64_t> axes;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (i < extra || (m_shape[i - extra] == 1 && x[i] != 1)) axes.push_back(static_cast<std::int64_t>(i));
+    }
+    std::string y = n.inputs[0];
+    if (!axes.empty()) y = e.op("ReduceSum", {y, e.int64s(axes)}, {{"keepdims", std::int64_t{1}}});
+    return {e.op("Reshape", {y, e.int64s(onnx_dims(m_shape))}, {{"allowzero", std::int64_t{1}}})};
+  }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_shape, m_shape}}; }
 

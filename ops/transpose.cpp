@@ -15,6 +15,10 @@ namespace {
 class TransposeOp final : public OpFor<TransposeOp> {
  public:
   std::string name() const override { return "transpose"; }
+  // ONNX: Transpose swapping the last two axes.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {e.op("Transpose", {n.inputs[0]}, {{"perm", onnx_swap_last_two(n.input_shapes[0].size())}})};
+  }
   std::size_t arity() const override { return 1; }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {

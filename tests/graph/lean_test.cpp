@@ -98,11 +98,11 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
   std::size_t rows = 0, expected = 21;  // the checks of these nodes, one for each input of a's shape
   // Every row of ops/elementwise.def: a unary op on a (1 check); a binary one on a and b (2), on
   // a row broadcast either side (1 and 1), and on a twice (2).
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP) \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX) \
   nodes.push_back(NAME(a));                           \
   ++rows;                                             \
   expected += 1;
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                    \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX)                    \
   nodes.insert(nodes.end(), {NAME(a, b), NAME(a, row), NAME(row, a), NAME(a, a)}); \
   ++rows;                                                                          \
   expected += 6;

@@ -120,7 +120,7 @@ BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
   Graph<double> g;
   const auto u = g.input("u", random_array<double>({3, 4}, 3));
   std::size_t rows = 0;
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                       \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX)                       \
   {                                                                         \
     const auto x = g.input("x", row_input(elementwise::Domain::DOMAIN, 1)); \
     BOOST_TEST_CONTEXT(#NAME) {                                             \
@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
     }                                                                       \
     ++rows;                                                                 \
   }
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                  \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX)                  \
   {                                                                              \
     const auto a = g.input("a", row_input(elementwise::Domain::real, 1));        \
     const auto b = g.input("b", row_input(elementwise::Domain::DOMAIN, 2, {4})); \
@@ -146,9 +146,9 @@ BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
 BOOST_AUTO_TEST_CASE(every_row_has_no_attrs_and_round_trips) {
   Graph<double> g;
   const auto x = g.input("x", row_input(elementwise::Domain::positive, 4));
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)  \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX)  \
   check_attrs_round_trip(xgrad::NAME(x), #NAME, "{}");
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B) \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX) \
   check_attrs_round_trip(xgrad::NAME(x, x), #NAME, "{}");
 #include <xgrad/ops/elementwise.def>
 }

@@ -179,12 +179,12 @@ struct BinaryRow {
   double (*reference)(double, double);
   elementwise::Domain domain;
 };
-#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP)                                     \
+#define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX)                                     \
   {#NAME, &xgrad::NAME<double>, &elementwise::NAME<double>, elementwise::Domain::DOMAIN},
 const UnaryRow unary_rows[] = {
 #include <xgrad/ops/elementwise.def>
 };
-#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B)                           \
+#define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX)                           \
   {#NAME, &xgrad::NAME<double>, &elementwise::NAME<double>, elementwise::Domain::DOMAIN},
 const BinaryRow binary_rows[] = {
 #include <xgrad/ops/elementwise.def>

@@ -33,5 +33,6 @@ extern const Command saturation_command;
 extern const Command params_command;
 extern const Command info_command;
 extern const Command import_command;
+extern const Command onnx_command;
 
 }  // namespace xgrad::tool

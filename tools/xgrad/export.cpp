@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include <xgrad/lib/onnx_export.hpp>
 #include <xgrad/xgrad.hpp>
 
 #include "cli.hpp"
@@ -21,11 +22,11 @@ std::string help_text() {
     return std::string(values_name(v)) + (v == default_values ? " (default)" : "");
   };
   return "usage: xgrad export (--q Q --k K --v V | --shape TQ,TK,DK,DV [--seed N]) [--dtype float32|float64]\n"
-         "                    [--impl composed|fused] [--format json|dot] [--values " +
+         "                    [--impl composed|fused] [--format json|dot|onnx] [--values " +
          std::string(values_name(ExportValues::none)) + "|" + values_name(ExportValues::inputs) + "|" +
          values_name(ExportValues::all) + "]\n"
          "                    [--no-backward] [-o FILE]\n"
-         "       xgrad export --graph GRAPH.json [--format json|dot] [--values V] [-o FILE]\n"
+         "       xgrad export --graph GRAPH.json [--format json|dot|onnx] [--values V] [-o FILE]\n"
          "\n"
          "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
          "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out. With --graph,\n"
@@ -36,7 +37,9 @@ std::string help_text() {
          "  --graph GRAPH.json  the graph to write, instead of attention (no --q/--k/--v/--shape/--seed/\n"
          "                      --dtype/--impl/--no-backward then)\n" +
          "  --format F          json (default): the xgrad-graph format, version 2, which `xgrad replay`\n"
-         "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg)\n"
+         "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg);\n"
+         "                      onnx: an ONNX model (opset 17), forward and backward, with -o only\n"
+         "                      (as `xgrad onnx` writes it; docs/onnx.md)\n"
          "  --values V          JSON only: the node values to include: " + name(ExportValues::none) + ", " +
          name(ExportValues::inputs) + " (the leaves, enough\n"
          "                      to replay), " + name(ExportValues::all) + "\n"
@@ -53,17 +56,19 @@ const std::string help = help_text();
 // Writes g as --format and --values say, to -o or stdout.
 template <class T>
 int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::string>& inputs) {
-  const std::string format = o.choice("--format", {"json", "dot"}, "json");
+  const std::string format = o.choice("--format", {"json", "dot", "onnx"}, "json");
   const std::string values =
       o.choice("--values", {values_name(ExportValues::none), values_name(ExportValues::inputs), values_name(ExportValues::all)},
                values_name(default_values));
-  if (format == "dot" && o.has("--values")) throw usage_error("--values applies to --format json only");
+  if (format != "json" && o.has("--values")) throw usage_error("--values applies to --format json only");
+  if (format == "onnx" && !o.has("-o")) throw usage_error("--format onnx needs -o FILE: an ONNX model is binary");
   ExportValues ev = default_values;
   for (const ExportValues v : value_choices) {
     if (values == values_name(v)) ev = v;
   }
   std::string text = [&] {
     const Phase phase("formatting the graph as " + format);
+    if (format == "onnx") return to_onnx_bytes(g);
     return format == "dot" ? to_dot(g) : to_json(g, ev).dump() + "\n";
   }();
   if (const auto path = o.get("-o")) {

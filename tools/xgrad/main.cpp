@@ -25,7 +25,7 @@ using xgrad::tool::Command;
 const Command* const commands[] = {&xgrad::tool::example_command, &xgrad::tool::attention_command,
                                    &xgrad::tool::gradcheck_command, &xgrad::tool::export_command,
                                    &xgrad::tool::replay_command, &xgrad::tool::inspect_command,
-                                   &xgrad::tool::saturation_command, &xgrad::tool::params_command, &xgrad::tool::import_command,
+                                   &xgrad::tool::saturation_command, &xgrad::tool::params_command, &xgrad::tool::import_command, &xgrad::tool::onnx_command,
                                    &xgrad::tool::info_command};
 
 // The command for the out-of-memory line; "xgrad" before one is chosen.

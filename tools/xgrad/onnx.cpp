@@ -1,0 +1,77 @@
+// xgrad onnx: a graph file, forward and backward, as an ONNX model that any ONNX engine runs.
+#include <cstdio>
+
+#include <xgrad/lib/onnx_export.hpp>
+#include <xgrad/xgrad.hpp>
+
+#include "cli.hpp"
+
+namespace xgrad::tool {
+
+namespace {
+
+const char* const help =
+    "usage: xgrad onnx GRAPH.json -o MODEL.onnx [--parameters-as-inputs]\n"
+    "\n"
+    "Writes a graph file (from `xgrad export`, `xgrad import` or to_json) as an ONNX model of the\n"
+    "default domain at opset 17, IR version 8: every node the graph's named outputs and\n"
+    "gradients depend on, forward and backward, through its op's lowering (docs/onnx.md). Input\n"
+    "leaves become graph inputs of their names (index leaves int64), parameters and constants\n"
+    "initializers; the named outputs become ONNX outputs of their names, each named gradient an\n"
+    "output grad_<name>. The graph is recomputed from its stored leaves first.\n"
+    "\n"
+    "  -o MODEL.onnx           where to write the model (whole or not at all)\n"
+    "  --parameters-as-inputs  list the parameters also as graph inputs, whose initializers are\n"
+    "                          then defaults an engine may be fed other values for\n"
+    "\n"
+    "Prints one line: the graph's nodes and dtype, the model's inputs and outputs and its size.\n"
+    "\n"
+    "exit status: 0 written, 2 bad usage or input: a graph file xgrad cannot read, an op without\n"
+    "             an ONNX lowering (one line naming the node and the op), leaves sharing a name,\n"
+    "             a graph with no named output or gradient, or out of memory\n";
+
+template <class T>
+std::string model_bytes(const Graph<T>& g, const OnnxExportOptions& options, std::string& about) {
+  std::string bytes = to_onnx_bytes(g, options);
+  std::size_t inputs = 0;
+  for (std::size_t id = 0; id < g.size(); ++id) {
+    const Node<T>& n = g.node(id);
+    inputs += n.is_leaf() && (n.role == Role::input || (options.parameters_as_inputs && n.role == Role::parameter));
+  }
+  std::string outputs;
+  for (const auto& [name, slot] : g.outputs()) outputs += (outputs.empty() ? "" : ", ") + name;
+  for (const auto& [name, slot] : g.grads()) outputs += (outputs.empty() ? "" : ", ") + ("grad_" + name);
+  about = std::to_string(g.size()) + " nodes (" + dtype_name<T>() + ") as an ONNX model of " + std::to_string(inputs) +
+          (inputs == 1 ? " input" : " inputs") + " and outputs " + outputs + ", " + std::to_string(bytes.size()) +
+          " bytes";
+  return bytes;
+}
+
+int run(const std::vector<std::string>& args) {
+  const Options o(args, {{"-o", true}, {"--parameters-as-inputs", false}}, 1);
+  if (o.positional().empty()) throw usage_error("missing GRAPH.json");
+  const std::string path = o.positional()[0];
+  const auto out = o.get("-o");
+  if (!out) throw usage_error("missing -o MODEL.onnx");
+  OnnxExportOptions options;
+  options.parameters_as_inputs = o.has("--parameters-as-inputs");
+  const Phase reading("reading " + path);
+  const GraphFile file = read_graph_file(path);
+  std::string bytes, about;
+  with_dtype(file.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const Phase phase("writing " + path + " as ONNX");
+    const std::unique_ptr<Graph<T>> g = naming(path, [&] { return graph_from_parsed_json<T>(file.json); });
+    bytes = naming(path, [&] { return model_bytes(*g, options, about); });
+    return 0;
+  });
+  write_files_atomically({{*out, [&] { return std::move(bytes); }}}, {path});
+  std::printf("%s: %s, written to %s\n", path.c_str(), about.c_str(), out->c_str());
+  return 0;
+}
+
+}  // namespace
+
+const Command onnx_command = {"onnx", "a graph file, backward included, as an ONNX model (opset 17)", help, run};
+
+}  // namespace xgrad::tool
