@@ -2,6 +2,7 @@
 // (Op::to_onnx, in ops/); this file writes leaves, names, outputs and the model around them.
 #include <xgrad/lib/onnx_export.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <set>
@@ -14,8 +15,6 @@
 namespace xgrad {
 
 namespace {
-
-constexpr std::size_t max_model_bytes = (std::size_t(1) << 31) - 1;  // protobuf's limit
 
 template <class T>
 constexpr int float_elem_type() {
@@ -261,9 +260,10 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
     set_type(*v, float_elem_type<T>(), g.node(slot.node).shape(slot.output));
   }
   const std::size_t bytes = model.ByteSizeLong();
-  if (bytes > max_model_bytes) {
-    throw error(who + "the model would be " + std::to_string(bytes) +
-                " bytes; a protobuf holds at most 2 GiB (xgrad writes no external data)");
+  const std::size_t limit = std::min(options.max_bytes, OnnxExportOptions{}.max_bytes);
+  if (bytes > limit) {
+    throw error(who + "the model would be " + std::to_string(bytes) + " bytes, over the limit of " +
+                std::to_string(limit) + " (protobuf's is 2 GiB; xgrad writes no external data)");
   }
   std::string out;
   if (!model.SerializeToString(&out)) throw error(who + "protobuf could not serialize the model");

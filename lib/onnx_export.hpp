@@ -2,6 +2,7 @@
 // engine runs (ONNX Runtime checks it in the tests). docs/onnx.md lists each op's lowering.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include <xgrad/graph/graph.hpp>
@@ -15,6 +16,9 @@ struct OnnxExportOptions {
   bool parameters_as_inputs = false;
   // The ONNX graph's name.
   std::string graph_name = "xgrad";
+  // The largest model written, in bytes: protobuf's limit of 2 GiB - 1 (xgrad writes no external
+  // data), or less.
+  std::size_t max_bytes = (std::size_t(1) << 31) - 1;
 };
 
 // The graph as an ONNX model (opset 17, IR version 8, default domain only), its bytes:
@@ -31,8 +35,7 @@ struct OnnxExportOptions {
 // Throws xgrad::error, before anything is written, for a graph that names no output or
 // gradient, a node whose op has no lowering ("to_onnx: node 7 (frobnicate): has no ONNX
 // lowering"), two leaves (inputs, index leaves, parameters) of one name or an output named as a
-// leaf, a released value (a lean graph: Graph::keep_all first), or a model over 2 GiB
-// (protobuf's limit; external data is not written).
+// leaf, a released value (a lean graph: Graph::keep_all first), or a model over max_bytes.
 template <class T>
 std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options = {});
 

@@ -7,6 +7,7 @@
 #include "../graph_json_v1.hpp"
 #include "../pick_op.hpp"
 #include "../onnx/onnx_models.hpp"
+#include "../onnx/no_lowering_op.hpp"
 
 #include <xgrad/graph/backward.hpp>
 
@@ -21,6 +22,7 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include <xgrad/lib/onnx_export.hpp>
 #include <xgrad/lib/onnx_import.hpp>
 
 namespace fs = std::filesystem;
@@ -474,11 +476,23 @@ std::vector<Row> rows() {
       {"K39", "checkpoints", "a save through a symbolic link to nothing", Kind::error, [] { fs::remove(at("dangling.npz")); fs::create_symlink("nowhere.npz", at("dangling.npz")); save_tensors(at("dangling.npz"), std::map<std::string, xt::xarray<double>>{}); }, {"dangling.npz: is a symbolic link to nothing; refusing to write through it"}},
       {"K40", "checkpoints", "safetensors __metadata__ that is not an object", Kind::error, [] { safetensors_of(R"({"__metadata__":[]})"); }, {"m.safetensors: header: __metadata__: expected an object of strings, got array"}},
       {"T27", "xgrad", "params without a file", Kind::usage, [] { run_cli(tool::params_command, {}); }, {"missing FILE (a .safetensors or .npz checkpoint)"}},
+      // ONNX export.
+      {"E01", "ONNX export", "a graph that names no output or gradient", Kind::error, [] { Graph<double> g; g.input("x", {{1.0}}); to_onnx_bytes(g); }, {"to_onnx: the graph names no output or gradient (Graph::set_output, Graph::set_grad): nothing to export"}},
+      {"E02", "ONNX export", "an op without an ONNX lowering", Kind::error, [] { Graph<double> g; g.set_output("y", g.apply(std::make_shared<test::NoLoweringOp>(), {g.input("x", {{1.0}})})); to_onnx(g, at("never.onnx")); }, {"to_onnx: node 1 (frobnicate): has no ONNX lowering"}},
+      {"E03", "ONNX export", "two leaves of one name", Kind::error, [] { Graph<double> g; const auto x = g.input("x", {{1.0}}); g.set_output("y", add(x, g.parameter("x", matrix<double>({{2.0}})))); to_onnx_bytes(g); }, {"to_onnx: nodes 0 and 1 are both leaves named 'x': ONNX names each graph input and initializer once"}},
+      {"E04", "ONNX export", "an output named as a leaf", Kind::error, [] { Graph<double> g; const auto x = g.input("x", {{1.0}}); g.set_output("x", neg(x)); to_onnx_bytes(g); }, {"to_onnx: the output 'x' has the name of leaf node 0: ONNX names each value once"}},
+      {"E05", "ONNX export", "a gradient and an output named grad_<its name>", Kind::error, [] { Graph<double> g; const auto x = g.input("x", {{1.0}}); const auto y = neg(x); g.set_output("grad_x", y); g.set_grad("x", grad(y, {x})[0]); to_onnx_bytes(g); }, {"to_onnx: the gradient 'x' and the output 'grad_x' would share one ONNX name"}},
+      {"E06", "ONNX export", "a leaf without a name", Kind::error, [] { Graph<double> g; g.set_output("y", neg(g.input("", {{1.0}}))); to_onnx_bytes(g); }, {"to_onnx: leaf node 0 (input) has no name"}},
+      {"E07", "ONNX export", "a lean graph (values released)", Kind::error, [] { Graph<double> g; const auto y = neg(neg(g.input("x", {{1.0}}))); g.set_output("y", y); g.keep_only({}); g.replay(); to_onnx_bytes(g); }, {"to_onnx: ", "released"}},
+      {"E08", "ONNX export", "a model over the size limit", Kind::error, [] { Graph<double> g; g.set_output("y", neg(g.input("x", {{1.0}}))); OnnxExportOptions o; o.max_bytes = 64; to_onnx_bytes(g, o); }, {"to_onnx: the model would be", "bytes, over the limit of 64 (protobuf's is 2 GiB; xgrad writes no external data)"}},
+      {"T31", "xgrad", "onnx without a graph file", Kind::usage, [] { run_cli(tool::onnx_command, {"-o", at("m.onnx")}); }, {"missing GRAPH.json"}},
+      {"T32", "xgrad", "onnx without -o", Kind::usage, [] { run_cli(tool::onnx_command, {at("g.json")}); }, {"missing -o MODEL.onnx"}},
+      {"T33", "xgrad", "export --format onnx to standard output", Kind::usage, [] { run_cli(tool::export_command, {"--shape", "1,1,1,1", "--format", "onnx"}); }, {"--format onnx needs -o FILE: an ONNX model is binary"}},
       // The xgrad tool (exit status 2).
       {"T01", "xgrad", "an unknown option", Kind::usage, [] { run_cli(tool::attention_command, {"--frob"}); }, {"unknown option '--frob'"}},
       {"T02", "xgrad", "an option given twice", Kind::usage, [] { run_cli(tool::example_command, {"--dtype", "float32", "--dtype", "float64"}); }, {"option --dtype given twice"}},
       {"T03", "xgrad", "an option without its value", Kind::usage, [] { run_cli(tool::export_command, {"--shape"}); }, {"option --shape needs a value"}},
-      {"T04", "xgrad", "a value not among the choices", Kind::usage, [] { run_cli(tool::export_command, {"--shape", "1,1,1,1", "--format", "svg"}); }, {"--format must be json|dot, not 'svg'"}},
+      {"T04", "xgrad", "a value not among the choices", Kind::usage, [] { run_cli(tool::export_command, {"--shape", "1,1,1,1", "--format", "svg"}); }, {"--format must be json|dot|onnx, not 'svg'"}},
       {"T05", "xgrad", "a missing input", Kind::usage, [] { run_cli(tool::attention_command, {"--q", "q.json"}); }, {"missing --k"}},
       {"T06", "xgrad", "both files and --shape", Kind::usage, [] { run_cli(tool::gradcheck_command, {"--shape", "1,1,1,1", "--q", "q.json"}); }, {"either --q --k --v or --shape"}},
       {"T07", "xgrad", "a --shape that is not four integers", Kind::usage, [] { run_cli(tool::gradcheck_command, {"--shape", "1,2"}); }, {"--shape needs TQ,TK,DK,DV", "'1,2'"}},

@@ -8,10 +8,14 @@
 #include <random>
 #include <set>
 
+#include <onnx/onnx_pb.h>
+
 #include <xgrad/lib/onnx_export.hpp>
 #include <xgrad/lib/onnx_import.hpp>
 
 #include "../check.hpp"
+#include "no_lowering_op.hpp"
+#include "../tools/sandbox.hpp"
 
 #include "../../examples/char_gpt.hpp"
 
@@ -396,22 +400,6 @@ BOOST_AUTO_TEST_CASE(one_to_one_ops_round_trip_bit_for_bit) {
   BOOST_TEST(same_bits(back->var(back->outputs().at("y")).value(), g.var(g.outputs().at("y")).value()));
 }
 
-// A test op without a lowering: refused with the op and node named.
-class NoLoweringOp final : public OpFor<NoLoweringOp> {
- public:
-  std::string name() const override { return "frobnicate"; }
-  std::size_t arity() const override { return 1; }
-  Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
-  template <class T>
-  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    y = *x[0];
-  }
-  template <class T>
-  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    return {v.grad_out};
-  }
-};
-
 BOOST_AUTO_TEST_CASE(refusals_name_the_node_and_write_nothing) {
   const std::string dir = std::string(XGRAD_TEST_OUTPUT) + "/onnx_export_refusals/";
   fs::create_directories(dir);
@@ -419,7 +407,7 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_node_and_write_nothing) {
   const Var<double> x = g.input("x", random_array<double>({2, 2}, 61));
   check_error([&] { to_onnx_bytes(g); }, {"to_onnx: the graph names no output or gradient"});
 
-  const Var<double> y = g.apply(std::make_shared<NoLoweringOp>(), {tanh(x)});
+  const Var<double> y = g.apply(std::make_shared<test::NoLoweringOp>(), {tanh(x)});
   g.set_output("y", y);
   std::ofstream(dir + "model.onnx") << "old";
   check_error([&] { to_onnx(g, dir + "model.onnx"); }, {"to_onnx: node 2 (frobnicate): has no ONNX lowering"});
@@ -448,6 +436,57 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_node_and_write_nothing) {
   Graph<double> fine;
   fine.set_output("y", tanh(fine.input("x", random_array<double>({2}, 66))));
   check_error([&] { to_onnx(fine, dir); }, {"exists and is not a regular file"});
+  OnnxExportOptions small;
+  small.max_bytes = 64;
+  check_error([&] { to_onnx_bytes(fine, small); }, {"to_onnx: the model would be", "bytes, over the limit of 64"});
+}
+
+BOOST_AUTO_TEST_CASE(cli_onnx_and_export_format_onnx_write_the_same_model) {
+  test::Sandbox box;
+  const test::Run direct = box.xgrad("export --shape 3,4,5,2 --seed 7 --dtype float64 --format onnx -o direct.onnx");
+  BOOST_TEST_REQUIRE(direct.rc == 0, direct.err);
+  BOOST_TEST(direct.out.empty());
+  BOOST_TEST_REQUIRE(box.xgrad("export --shape 3,4,5,2 --seed 7 --dtype float64 -o g.json").rc == 0);
+  const test::Run r = box.xgrad("onnx g.json -o g.onnx");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.out.find("g.json: ") == 0, r.out);
+  BOOST_TEST(r.out.find("(float64) as an ONNX model of 3 inputs and outputs out, grad_k, grad_q, grad_v") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("written to g.onnx\n") != std::string::npos, r.out);
+  // The graph file holds the same graph: the same model, byte for byte.
+  BOOST_TEST(test::read_text(box.dir / "g.onnx") == test::read_text(box.dir / "direct.onnx"));
+  // And it imports back: the inputs q, k, v, the outputs and gradients by their ONNX names.
+  const auto g = import_onnx<double>(box.path("g.onnx"));
+  for (const char* name : {"out", "grad_q", "grad_k", "grad_v"}) BOOST_TEST(g->outputs().count(name), name);
+  BOOST_TEST(onnx_graph_inputs(box.path("g.onnx")) == (std::vector<std::string>{"q", "k", "v"}));
+
+  // --parameters-as-inputs on an imported model lists its parameters as inputs too.
+  const std::string gpt = fixtures + "gpt_opset17_float32";
+  BOOST_TEST_REQUIRE(box.xgrad("import '" + gpt + ".onnx' --input idx='" + gpt + "/input_idx.npy' --grad -o gpt.json").rc == 0);
+  const test::Run p = box.xgrad("onnx gpt.json -o gpt.onnx --parameters-as-inputs");
+  BOOST_TEST_REQUIRE(p.rc == 0, p.err);
+  onnx::ModelProto model;
+  BOOST_TEST_REQUIRE(model.ParseFromString(test::read_text(box.dir / "gpt.onnx")));
+  std::set<std::string> inputs, initializers;
+  for (const auto& in : model.graph().input()) inputs.insert(in.name());
+  for (const auto& t : model.graph().initializer()) initializers.insert(t.name());
+  BOOST_TEST(inputs.count("idx"));
+  BOOST_TEST(inputs.count("wte.weight"));
+  BOOST_TEST(initializers.count("wte.weight"));  // its default
+}
+
+BOOST_AUTO_TEST_CASE(cli_onnx_refuses_with_one_line_and_writes_nothing) {
+  test::Sandbox box;
+  Graph<double> g;
+  g.input("x", random_array<double>({2}, 71));
+  test::write_text(box.dir / "none.json", to_json(g, ExportValues::all).dump());
+  const test::Run r = box.xgrad("onnx none.json -o none.onnx");
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.err == "xgrad onnx: none.json: to_onnx: the graph names no output or gradient (Graph::set_output, "
+                      "Graph::set_grad): nothing to export\n");
+  BOOST_TEST(!fs::exists(box.dir / "none.onnx"));
+  const test::Run usage = box.xgrad("export --shape 1,1,1,1 --format onnx");
+  BOOST_TEST(usage.rc == 2);
+  BOOST_TEST(usage.err.find("--format onnx needs -o FILE") != std::string::npos, usage.err);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
