@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include <xgrad/lib/onnx_export.hpp>
+
 #include "char_gpt.hpp"
 
 namespace {
@@ -68,6 +70,9 @@ const char* const usage =
     "  --resume CKPT       continue the run a checkpoint saved, bit for bit as if uninterrupted\n"
     "  --sample N          print N generated characters at the end (default 0)\n"
     "  --temperature X     sampling temperature > 0 (default 1)\n"
+    "  --onnx FILE.onnx    write the trained model for serving at the end: an ONNX model (evaluation\n"
+    "                      mode) of input ids (1, block) int64 and outputs logits (1, block, vocab)\n"
+    "                      and chars (vocab), the byte of each token (examples/serve_char_gpt.js)\n"
     "  --log FILE.csv      losses, learning rate and attention statistics at every evaluation\n"
     "  --plot FILE.svg     the losses, each head's attention entropy and each layer's gradient gain\n"
     "                      against the step\n"
@@ -82,7 +87,7 @@ struct Options {
   double weight_decay = 0.1, temperature = 1.0;
   std::optional<double> max_val_loss;
   std::uint64_t seed = 1;
-  std::string dtype = "float32", data, save, resume, log, plot;
+  std::string dtype = "float32", data, save, resume, log, plot, onnx;
   std::set<std::string> given;  // the options on the command line
 };
 
@@ -140,7 +145,7 @@ Options parse(int argc, char** argv) {
     static const std::set<std::string> known = {
         "--layers", "--heads", "--d-model", "--block", "--dropout", "--dtype", "--batch", "--steps", "--lr",
         "--warmup", "--decay-steps", "--weight-decay", "--seed", "--data", "--eval-every", "--eval-batches",
-        "--save", "--resume", "--sample", "--temperature", "--log", "--plot", "--max-val-loss"};
+        "--save", "--resume", "--sample", "--temperature", "--log", "--plot", "--max-val-loss", "--onnx"};
     if (!known.count(arg) || i + 1 >= argc) throw UsageError{"unknown or incomplete option '" + arg + "'"};
     const std::string v = argv[++i];
     o.given.insert(arg);
@@ -166,7 +171,7 @@ Options parse(int argc, char** argv) {
       o.dtype = v;
     }
     for (const auto& [name, field] : {std::pair{"--data", &o.data}, {"--save", &o.save}, {"--resume", &o.resume},
-                                      {"--log", &o.log}, {"--plot", &o.plot}}) {
+                                      {"--log", &o.log}, {"--plot", &o.plot}, {"--onnx", &o.onnx}}) {
       if (arg == name) {
         if (v.empty()) throw UsageError{arg + " needs a file name"};
         *field = v;
@@ -181,6 +186,7 @@ Options parse(int argc, char** argv) {
   }
   if (!o.log.empty() && !xgrad::ends_with(o.log, ".csv")) throw UsageError{"--log needs a .csv file, not '" + o.log + "'"};
   if (!o.plot.empty() && !xgrad::ends_with(o.plot, ".svg")) throw UsageError{"--plot needs a .svg file, not '" + o.plot + "'"};
+  if (!o.onnx.empty() && !xgrad::ends_with(o.onnx, ".onnx")) throw UsageError{"--onnx needs a .onnx file, not '" + o.onnx + "'"};
   return o;
 }
 
@@ -674,14 +680,33 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
     write_text_file(o.plot, plot_svg(evals, o.model, title.str()));
   }
 
+  // The model for one window of ids in evaluation mode, with the trained parameters: sampling
+  // replays it, --onnx writes it.
+  const auto serving_model = [&](Graph<T>& gs) {
+    const Model<T> ms = char_gpt::build_model(gs, o.model, 1, o.seed);
+    const auto serving_params = char_gpt::parameters(ms);
+    for (std::size_t i = 0; i < params.size(); ++i) gs.set_value(serving_params[i], params[i].value());
+    gs.set_training(false);
+    gs.replay();
+    return ms;
+  };
+  if (!o.onnx.empty()) {
+    Graph<T> gs;
+    const Model<T> ms = serving_model(gs);
+    gs.set_output("logits", ms.logits);
+    xt::xarray<T> bytes = xt::zeros<T>({corpus.chars.size()});
+    for (std::size_t i = 0; i < corpus.chars.size(); ++i) bytes(i) = static_cast<unsigned char>(corpus.chars[i]);
+    gs.set_output("chars", gs.constant("chars", bytes));
+    xgrad::to_onnx(gs, o.onnx);
+    std::printf("wrote %s: ids (1, %zu) int64 -> logits (1, %zu, %zu), chars (%zu), %s\n", o.onnx.c_str(), o.model.block,
+                o.model.block, o.model.vocab, o.model.vocab, o.dtype.c_str());
+  }
+
   if (o.sample > 0) {
     // One window, the last `block` characters: with causal attention the logits at position i
     // depend on tokens 0..i only, so a shorter context fills the first positions.
     Graph<T> gs;
-    const Model<T> ms = char_gpt::build_model(gs, o.model, 1, o.seed);
-    const auto sample_params = char_gpt::parameters(ms);
-    for (std::size_t i = 0; i < params.size(); ++i) gs.set_value(sample_params[i], params[i].value());
-    gs.set_training(false);
+    const Model<T> ms = serving_model(gs);
     SplitMix64 sample_rng{o.seed + 2};
     const auto newline = corpus.chars.find('\n');
     std::vector<std::int64_t> context = {newline == std::string::npos ? 0 : static_cast<std::int64_t>(newline)};

@@ -217,6 +217,7 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
   std::map<std::pair<std::size_t, std::size_t>, std::string> names;  // slot -> value name
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& n = g.node(id);
+    if (!needed[id]) continue;
     if (n.is_leaf()) {
       if (n.role == Role::input || n.role == Role::parameter) {
         if (n.role == Role::parameter) w.leaf(n.name, n.value());
@@ -225,14 +226,13 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
           graph.mutable_input(graph.input_size() - 1)->set_name(n.name);
         }
         names[{id, 0}] = n.name;
-      } else if (needed[id]) {
+      } else {
         const std::string name = w.fresh(n.name.empty() ? "constant" : n.name);
         w.leaf(name, n.value());
         names[{id, 0}] = name;
       }
       continue;
     }
-    if (!needed[id]) continue;
     OnnxNode info;
     for (const Slot& in : n.inputs) {
       const Node<T>& src = g.node(in.node);

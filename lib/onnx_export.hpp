@@ -21,12 +21,12 @@ struct OnnxExportOptions {
   std::size_t max_bytes = (std::size_t(1) << 31) - 1;
 };
 
-// The graph as an ONNX model (opset 17, IR version 8, default domain only), its bytes:
+// The graph as an ONNX model (opset 17, IR version 8, default domain only), its bytes. Of the
+// graph, what a named output or gradient depends on, and nothing else:
 //   - each input leaf a graph input of its name, dtype and shape; each index leaf an int64 one;
-//   - each parameter an initializer of its name; each constant the nodes read an initializer
-//     of its name (made unique with a suffix where constants share one: "zeros", "zeros_1");
-//   - each node that a named output or gradient depends on, through its op's lowering
-//     (Op::to_onnx, beside the op in ops/); nodes nothing named depends on are left out;
+//   - each parameter an initializer of its name; each constant an initializer of its name (made
+//     unique with a suffix where constants share one: "zeros", "zeros_1");
+//   - each node through its op's lowering (Op::to_onnx, beside the op in ops/);
 //   - each named output (Graph::set_output) an ONNX output of that name, each named gradient
 //     (Graph::set_grad) one named "grad_<name>", with its dtype and shape.
 // Values are T (float32 or float64) throughout; ids int64. Dropout in training mode multiplies

@@ -11,67 +11,19 @@
 // infinities, and every other element is within tol * max(1, max|xgrad's finite values|) of
 // xgrad's: tol 1e-12 in float64, 2e-5 in float32, relative to the array's largest magnitude
 // (absolute where that is below 1: a gradient that is 0 up to rounding, as a key bias's).
-// Prints one line per case; exit 0 if every output of every case agrees, 1 otherwise, 77 (ctest's
-// skip) when onnxruntime-node is not installed.
+// (tools/ort_run.js's comparison, which users run on their own models.) Prints one line per case;
+// exit 0 if every output of every case agrees, 1 otherwise, 77 (ctest's skip) when
+// onnxruntime-node is not installed.
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
-const runtime = path.join(__dirname, 'runtime', 'node_modules', 'onnxruntime-node');
-let ort;
-try {
-  ort = require(runtime);
-} catch (e) {
-  console.log(`SKIPPED: onnxruntime-node is not installed in ${path.dirname(path.dirname(runtime))} ` +
-              `(tools/setup test installs it: npm ci --ignore-scripts there): ${e.message.split('\n')[0]}`);
+const {loadRuntime, number, compare, tensorOf, tolerance} = require('../../tools/ort_run.js');
+const ort = loadRuntime();
+if (!ort) {
+  console.log('SKIPPED: onnxruntime-node is not installed in tests/onnx/runtime (tools/setup test installs it: ' +
+              'npm ci --ignore-scripts there)');
   process.exit(77);
-}
-
-const tolerance = {float64: 1e-12, float32: 2e-5};
-
-function number(x) {
-  if (typeof x === 'number') return x;
-  if (x === 'nan') return NaN;
-  if (x === 'inf') return Infinity;
-  if (x === '-inf') return -Infinity;
-  throw new Error(`not a number: ${JSON.stringify(x)}`);
-}
-
-function tensor(spec) {
-  const data = spec.data.map(number);
-  switch (spec.dtype) {
-    case 'float32': return new ort.Tensor('float32', Float32Array.from(data), spec.shape);
-    case 'float64': return new ort.Tensor('float64', Float64Array.from(data), spec.shape);
-    case 'int64': return new ort.Tensor('int64', BigInt64Array.from(data.map(BigInt)), spec.shape);
-    default: throw new Error(`feed dtype ${spec.dtype}`);
-  }
-}
-
-// The worst error of `got` against `want`, relative to want's largest finite magnitude, or a
-// string saying why they disagree outright.
-function compare(got, want) {
-  const shape = Array.from(got.dims);
-  if (JSON.stringify(shape) !== JSON.stringify(want.shape)) {
-    return {fail: `shape [${shape}] is not xgrad's [${want.shape}]`};
-  }
-  const w = want.data.map(number);
-  let scale = 0;
-  for (const x of w) if (Number.isFinite(x)) scale = Math.max(scale, Math.abs(x));
-  let worst = 0, at = -1;
-  for (let i = 0; i < w.length; ++i) {
-    const a = Number(got.data[i]), b = w[i];
-    if (Number.isNaN(b) || Number.isNaN(a)) {
-      if (Number.isNaN(a) !== Number.isNaN(b)) return {fail: `element ${i} is ${a}, xgrad's ${b}`};
-      continue;
-    }
-    if (!Number.isFinite(b) || !Number.isFinite(a)) {
-      if (a !== b) return {fail: `element ${i} is ${a}, xgrad's ${b}`};
-      continue;
-    }
-    const err = Math.abs(a - b) / Math.max(scale, 1);
-    if (err > worst) { worst = err; at = i; }
-  }
-  return {worst, at, scale};
 }
 
 async function runCase(dir) {
@@ -82,7 +34,7 @@ async function runCase(dir) {
   const level = process.env.XGRAD_ORT_LEVEL || (spec.dtype === 'float64' ? 'basic' : 'all');
   const session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'), {graphOptimizationLevel: level, logSeverityLevel: 3});
   const feeds = {};
-  for (const [name, value] of Object.entries(spec.feeds)) feeds[name] = tensor(value);
+  for (const [name, value] of Object.entries(spec.feeds)) feeds[name] = tensorOf(ort, value.dtype, value.data, value.shape);
   const start = process.hrtime.bigint();
   const results = await session.run(feeds);
   const ms = Number(process.hrtime.bigint() - start) / 1e6;
