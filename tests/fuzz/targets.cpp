@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <xgrad/lib/onnx_export.hpp>
 #include <xgrad/lib/onnx_import.hpp>
 #include <xgrad/xgrad.hpp>
 
@@ -104,6 +105,18 @@ void import_model(const std::string& bytes) {
     broken("an ONNX model that imports does not import with its gradients");
   }
   check_imported(*g);
+  // And it exports again, backward included: every op has a lowering. Refused only for names
+  // ONNX cannot hold twice (an output that is a graph input's name, say).
+  try {
+    to_onnx_bytes(*g);
+  } catch (const error& e) {
+    const std::string what = e.what();
+    if (what.find("has the name of leaf") == std::string::npos && what.find("would share one ONNX name") == std::string::npos &&
+        what.find("are both leaves named") == std::string::npos && what.find("names no output") == std::string::npos) {
+      std::fprintf(stderr, "xgrad fuzz: %s\n", e.what());
+      broken("an imported ONNX model does not export again");
+    }
+  }
 }
 
 template <class T>
