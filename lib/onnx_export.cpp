@@ -188,12 +188,12 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& n = g.node(id);
     if (!n.is_leaf() || n.role == Role::constant) continue;
+    if (n.name.empty()) throw error(who + "leaf node " + std::to_string(id) + " (" + n.op_name() + ") has no name");
     const auto [it, fresh] = leaf_ids.emplace(n.name, id);
     if (!fresh) {
       throw error(who + "nodes " + std::to_string(it->second) + " and " + std::to_string(id) + " are both leaves named '" +
                   n.name + "': ONNX names each graph input and initializer once");
     }
-    if (n.name.empty()) throw error(who + "leaf node " + std::to_string(id) + " (" + n.op_name() + ") has no name");
     w.reserve(n.name);
   }
   const auto output_name = [&](const std::string& name) {
@@ -257,7 +257,8 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
     w.identity(names.at({slot.node, slot.output}), name);
     onnx::ValueInfoProto* v = graph.add_output();
     v->set_name(name);
-    set_type(*v, float_elem_type<T>(), g.node(slot.node).shape(slot.output));
+    const Node<T>& src = g.node(slot.node);
+    set_type(*v, src.index_leaf ? onnx::TensorProto::INT64 : float_elem_type<T>(), src.shape(slot.output));
   }
   const std::size_t bytes = model.ByteSizeLong();
   const std::size_t limit = std::min(options.max_bytes, OnnxExportOptions{}.max_bytes);

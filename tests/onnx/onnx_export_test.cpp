@@ -423,6 +423,14 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_node_and_write_nothing) {
   std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   BOOST_TEST(kept == "old");  // the file it would have replaced is whole
 
+  // An index leaf as an output is an int64 output.
+  Graph<double> ids;
+  const Var<double> leaf = ids.indices("ids", xt::xarray<std::int64_t>{3, 1});
+  ids.set_output("same_ids", leaf);
+  onnx::ModelProto m;
+  BOOST_TEST_REQUIRE(m.ParseFromString(to_onnx_bytes(ids)));
+  BOOST_TEST(m.graph().output(0).type().tensor_type().elem_type() == onnx::TensorProto::INT64);
+
   Graph<double> twice;
   twice.input("x", random_array<double>({2}, 62));
   twice.set_output("z", tanh(twice.parameter("x", random_array<double>({2}, 63))));
