@@ -386,7 +386,7 @@ const std::set<std::size_t>* static_positions(const std::string& op) {
       {"ReduceSum", {1}}, {"ReduceMean", {1}}, {"ReduceMax", {1}}, {"ReduceMin", {1}}, {"ReduceSumSquare", {1}},
       {"ReduceL1", {1}}, {"ReduceL2", {1}}, {"ReduceLogSum", {1}}, {"ReduceLogSumExp", {1}}, {"Split", {1}},
       {"Where", {0}}, {"Gather", {1}}, {"Trilu", {1}}, {"ScatterND", {1}},
-      {"NegativeLogLikelihoodLoss", {1}}, {"SoftmaxCrossEntropyLoss", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 3}},
+      {"NegativeLogLikelihoodLoss", {1}}, {"SoftmaxCrossEntropyLoss", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 2, 3}},
       {"Flatten", {}}, {"Transpose", {}}, {"Identity", {}}, {"Concat", {}}, {"Add", {}}, {"Sub", {}},
       {"Mul", {}}, {"Div", {}}, {"Neg", {}}, {"Exp", {}}, {"Log", {}}, {"Sqrt", {}}, {"Tanh", {}}, {"Erf", {}},
       {"Relu", {}}, {"MatMul", {}}, {"Gemm", {}}, {"Softmax", {}}, {"LogSoftmax", {}}, {"LayerNormalization", {}},
