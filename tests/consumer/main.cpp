@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include <xgrad/lib/onnx_export.hpp>
 #include <xgrad/lib/onnx_import.hpp>
 #include <xgrad/xgrad.hpp>
 
@@ -68,5 +69,10 @@ int main() {
   const auto layer = xgrad::import_onnx<float>(XGRAD_ONNX_MODEL);
   const bool onnx_ok = layer->outputs().count("y") == 1 && layer->var(layer->outputs().at("y")).shape() == xgrad::Shape{2, 5, 16};
   std::printf("onnx import: %s\n", onnx_ok ? "as expected" : "differs");
-  return ok && ckpt_ok && blocks_ok && onnx_ok ? 0 : 1;
+  // And out again, forward and backward, then back in: the same output.
+  const auto again = xgrad::import_onnx_bytes<float>(xgrad::to_onnx_bytes(*layer), "exported");
+  const bool export_ok = again->outputs().count("y") == 1 &&
+                         again->var(again->outputs().at("y")).value() == layer->var(layer->outputs().at("y")).value();
+  std::printf("onnx export: %s\n", export_ok ? "as expected" : "differs");
+  return ok && ckpt_ok && blocks_ok && onnx_ok && export_ok ? 0 : 1;
 }
