@@ -50,6 +50,23 @@ class OnnxEmitter {
   std::string int64s(const std::vector<std::int64_t>& values) { return int64s(values, Shape{values.size()}); }
   // A float scalar of shape (), which broadcasts against anything.
   std::string scalar(double value) { return floats({value}, Shape{}); }
+  // alpha as Mul's factor for an array of `shape`: the scalar alpha, or, in a float64 graph where
+  // alpha has no exact float32 value, alpha repeated along the last axes (at least 2 elements;
+  // Mul broadcasts it to the same products). ONNX Runtime fuses a MatMul and a Mul by a scalar
+  // (or one-element) constant into FusedMatMul, whose float attribute alpha rounds a float64
+  // scale to float32 (relative errors of 1e-8); it leaves a row alone. An array of one element
+  // still gets the scalar.
+  std::string factor(double alpha, const Shape& shape) {
+    if (float32() || static_cast<double>(static_cast<float>(alpha)) == alpha) return scalar(alpha);
+    Shape row;
+    std::size_t n = 1;
+    for (auto d = shape.rbegin(); d != shape.rend() && n < 2; ++d) {
+      row.insert(row.begin(), *d);
+      n *= *d;
+    }
+    if (n < 2) return scalar(alpha);
+    return floats(std::vector<double>(n, alpha), row);
+  }
   // The scalar -FLT_MAX or -DBL_MAX, the graph's lowest finite value: Max(m, lowest()) is m for
   // any m but -inf, which it makes finite.
   std::string lowest() {

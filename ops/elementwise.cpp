@@ -34,6 +34,18 @@ std::string onnx_erf(OnnxEmitter& e, const std::string& x) {
   return e.op("Mul", {e.op("Mul", {scaled, e.op("Exp", {e.op("Neg", {y})})}), p});
 }
 
+std::string onnx_product(OnnxEmitter& e, const OnnxNode& n, const std::string& op) {
+  std::vector<std::string> in = n.inputs;
+  for (std::size_t i = 0; i < 2 && !e.float32(); ++i) {
+    const Shape& other = n.input_shapes[1 - i];
+    if (shape_size(n.input_shapes[i]) != 1 || shape_size(other) < 2) continue;
+    Shape row;
+    for (auto d = other.rbegin(); d != other.rend() && shape_size(row) < 2; ++d) row.insert(row.begin(), *d);
+    in[i] = e.op("Expand", {in[i], e.int64s(onnx_dims(row))});
+  }
+  return e.op(op, in);
+}
+
 }  // namespace elementwise
 
 namespace {
@@ -99,7 +111,7 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
   }
 
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    return {Rule::onnx(e, n.inputs[0], n.inputs[1])};
+    return {Rule::onnx(e, n, n.inputs[0], n.inputs[1])};
   }
 };
 
@@ -138,9 +150,10 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
                         [[maybe_unused]] const Var<T>& y, [[maybe_unused]] const Var<T>& g) { \
       return VJP_B;                                                                           \
     }                                                                                         \
-    static std::string onnx(OnnxEmitter& e, const std::string& a, const std::string& b) {     \
-      return ONNX;                                                                            \
-    }                                                                                         \
+    static std::string onnx(OnnxEmitter& e, [[maybe_unused]] const OnnxNode& n,                        \
+                            [[maybe_unused]] const std::string& a, [[maybe_unused]] const std::string& b) { \
+      return ONNX;                                                                                    \
+    }                                                                                                 \
   };
 #include <xgrad/ops/elementwise.def>
 

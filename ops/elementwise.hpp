@@ -42,6 +42,11 @@ inline constexpr double two_over_sqrt_pi = 1.12837916709551257390;  // 2 / sqrt(
 // The ONNX lowering of erf, for the erf row and gelu: Erf in float32; in float64, where ONNX
 // Runtime has no Erf kernel, a series of standard ops (ops/elementwise.cpp).
 std::string onnx_erf(OnnxEmitter& e, const std::string& x);
+// The ONNX lowering of mul and div: `op` (Mul, Div) of the node's inputs. In a float64 graph an
+// operand of one element beside a larger one is first expanded to a row of the other's last
+// axes: ONNX Runtime fuses a MatMul and a Mul or Div by a one-element constant into FusedMatMul,
+// whose float attribute would round the factor to float32 (OnnxEmitter::factor).
+std::string onnx_product(OnnxEmitter& e, const OnnxNode& n, const std::string& op);
 #define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX) \
   template <class T>                                  \
   T NAME(T x) {                                       \

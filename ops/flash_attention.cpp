@@ -147,7 +147,9 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
     const std::size_t rank = n.input_shapes[0].size();
     const std::string k_t = e.op("Transpose", {n.inputs[1]}, {{"perm", onnx_swap_last_two(rank)}});
-    const std::string s = e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.scalar(m_scale)});
+    Shape scores = n.output_shapes[0];  // (B..., T_q, T_k)
+    scores.back() = n.input_shapes[1][rank - 2];
+    const std::string s = e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.factor(m_scale, scores)});
     const OnnxExpRows rows = onnx_exp_rows(e, s, static_cast<std::int64_t>(rank - 1));
     const std::string p = e.op("Mul", {rows.exps, e.op("Div", {e.scalar(1), e.op("Max", {rows.sum, e.scalar(1)})})});
     const std::string lse = e.op("Add", {rows.m, e.op("Log", {rows.sum})});

@@ -97,15 +97,17 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const auto column = [&](const std::string& x) {  // (B..., T_q) -> (B..., T_q, 1)
       return e.op("Unsqueeze", {x, e.int64s({last})});
     };
-    const std::string alpha = e.scalar(m_scale);
+    Shape scores = n.input_shapes[0];  // (B..., T_q, T_k)
+    scores.back() = n.input_shapes[1][rank - 2];
+    const auto alpha = [&](const Shape& shape) { return e.factor(m_scale, shape); };
     const std::string lse_col = column(lse);
-    const std::string s = mul(matmul(q, t(k)), alpha);
+    const std::string s = mul(matmul(q, t(k)), alpha(scores));
     // Max(lse, lowest): a row whose lse is -inf has weights exp(-inf) = 0, not exp(NaN).
     const std::string p = e.op("Exp", {e.op("Sub", {s, e.op("Max", {lse_col, e.lowest()})})});
     const std::string row_d = e.op("Sub", {e.op("ReduceSum", {mul(g, out), e.int64s({last})}, {{"keepdims", std::int64_t{1}}}),
                                            column(grad_lse)});
     const std::string ds = mul(p, e.op("Sub", {matmul(g, t(v)), row_d}));
-    return {mul(matmul(ds, k), alpha), mul(matmul(t(ds), q), alpha), matmul(t(p), g)};
+    return {mul(matmul(ds, k), alpha(n.input_shapes[0])), mul(matmul(t(ds), q), alpha(n.input_shapes[1])), matmul(t(p), g)};
   }
   std::size_t arity() const override { return 7; }
   Json attrs() const override { return {{key_scale, m_scale}}; }

@@ -69,10 +69,10 @@ class GeluOp final : public OpFor<GeluOp> {
     const std::string& x = n.inputs[0];
     const std::string half_x = e.op("Mul", {x, e.scalar(0.5)});
     if (m_approx == GeluApprox::none) {
-      const std::string t = elementwise::onnx_erf(e, e.op("Mul", {x, e.scalar(sqrt_half)}));
+      const std::string t = elementwise::onnx_erf(e, e.op("Mul", {x, e.factor(sqrt_half, n.input_shapes[0])}));
       return {e.op("Mul", {half_x, e.op("Add", {e.scalar(1), t})})};
     }
-    const std::string cubic = e.op("Mul", {e.op("Mul", {e.op("Mul", {e.scalar(kappa), x}), x}), x});
+    const std::string cubic = e.op("Mul", {e.op("Mul", {e.op("Mul", {e.factor(kappa, n.input_shapes[0]), x}), x}), x});
     const std::string t = e.op("Tanh", {e.op("Mul", {e.scalar(sqrt_2_over_pi), e.op("Add", {x, cubic})})});
     return {e.op("Mul", {e.op("Mul", {e.scalar(0.5), x}), e.op("Add", {e.scalar(1), t})})};
   }
@@ -128,7 +128,7 @@ class GeluVjpOp final : public OpFor<GeluVjpOp> {
     const auto add = [&](const std::string& a, const std::string& b) { return e.op("Add", {a, b}); };
     const std::string x2 = mul(x, x);
     if (m_approx == GeluApprox::none) {
-      const std::string erf = elementwise::onnx_erf(e, mul(x, e.scalar(sqrt_half)));
+      const std::string erf = elementwise::onnx_erf(e, mul(x, e.factor(sqrt_half, n.input_shapes[0])));
       const std::string q = e.op("Exp", {mul(x2, e.scalar(-0.5))});
       const std::string cdf_part = mul(add(g, mul(g, erf)), e.scalar(0.5));
       return {add(cdf_part, mul(mul(g, x), mul(q, e.scalar(inv_sqrt_2pi))))};

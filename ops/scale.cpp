@@ -19,9 +19,9 @@ class ScaleOp final : public OpFor<ScaleOp> {
   explicit ScaleOp(double alpha) : m_alpha(alpha) {}
 
   std::string name() const override { return "scale"; }
-  // ONNX: Mul by alpha rounded to T, as the forward rounds it.
+  // ONNX: Mul by alpha rounded to T, as the forward rounds it (OnnxEmitter::factor).
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    return {e.op("Mul", {n.inputs[0], e.scalar(m_alpha)})};
+    return {e.op("Mul", {n.inputs[0], e.factor(m_alpha, n.input_shapes[0])})};
   }
   std::size_t arity() const override { return 1; }
   bool overwrites_input(std::size_t) const override { return true; }

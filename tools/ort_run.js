@@ -12,9 +12,7 @@
 //   --input NAME=FILE   the value of input NAME, from a .npy file (float32, float64, int32, int64,
 //                       bool) or a .json nested array; over the graph file's value
 //   --runs N            run N times more and print the median time of a run
-//   --level L           ONNX Runtime's graph optimizations (default: all for float32 models,
-//                       basic for float64 ones: the extended ones fuse MatMul and a scalar Mul into
-//                       FusedMatMul, whose float attribute rounds a float64 scale to float32)
+//   --level L           ONNX Runtime's graph optimizations (default all, its own default)
 //
 // Prints one line per output: its shape and, with --graph, the worst error against xgrad's value
 // relative to the array's largest magnitude (absolute below 1), or its first values. ONNX Runtime
@@ -152,7 +150,7 @@ async function main(argv) {
   if (!ort) usage('onnxruntime-node is not installed (npm install --ignore-scripts onnxruntime-node@1.30.0)');
   const g = graph ? readGraph(graph) : null;
   const session = await ort.InferenceSession.create(model, {
-    graphOptimizationLevel: level || (g && g.dtype === 'float64' ? 'basic' : 'all'), logSeverityLevel: 3});
+    graphOptimizationLevel: level || 'all', logSeverityLevel: 3});
   const feeds = {};
   for (const meta of session.inputMetadata) {
     const name = meta.name, type = meta.type;

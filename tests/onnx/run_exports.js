@@ -11,7 +11,9 @@
 // infinities, and every other element is within tol * max(1, max|xgrad's finite values|) of
 // xgrad's: tol 1e-12 in float64, 2e-5 in float32, relative to the array's largest magnitude
 // (absolute where that is below 1: a gradient that is 0 up to rounding, as a key bias's).
-// (tools/ort_run.js's comparison, which users run on their own models.) Prints one line per case;
+// Each model runs at ONNX Runtime's four optimization levels (disabled, basic, extended, all: its
+// default), or at XGRAD_ORT_LEVEL only. (tools/ort_run.js's comparison, which users run on their
+// own models.) Prints one line per case;
 // exit 0 if every output of every case agrees, 1 otherwise, 77 (ctest's skip) when
 // onnxruntime-node is not installed.
 'use strict';
@@ -26,43 +28,45 @@ if (!ort) {
   process.exit(77);
 }
 
+// ONNX Runtime's optimization levels: each model runs at every one (its default is all), or
+// at XGRAD_ORT_LEVEL alone.
+const levels = process.env.XGRAD_ORT_LEVEL ? [process.env.XGRAD_ORT_LEVEL] : ['disabled', 'basic', 'extended', 'all'];
+
 async function runCase(dir) {
   const spec = JSON.parse(fs.readFileSync(path.join(dir, 'case.json'), 'utf8'));
-  // ONNX Runtime's extended optimizations fuse MatMul and a scalar Mul into com.microsoft's
-  // FusedMatMul, whose alpha is a float attribute: in a float64 model that rounds the scale to
-  // float32 (errors of 1e-8). float64 models run with the basic optimizations (docs/onnx.md).
-  const level = process.env.XGRAD_ORT_LEVEL || (spec.dtype === 'float64' ? 'basic' : 'all');
-  const session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'), {graphOptimizationLevel: level, logSeverityLevel: 3});
   const feeds = {};
   for (const [name, value] of Object.entries(spec.feeds)) feeds[name] = tensorOf(ort, value.dtype, value.data, value.shape);
-  const start = process.hrtime.bigint();
-  const results = await session.run(feeds);
-  const ms = Number(process.hrtime.bigint() - start) / 1e6;
   const tol = tolerance[spec.dtype];
-  let ok = true, worst = 0, worstName = '';
+  let ok = true, worst = 0, worstName = '', ms = 0;
   const problems = [];
-  for (const [name, want] of Object.entries(spec.expected)) {
-    if (!(name in results)) {
-      problems.push(`${name}: not an output of the model`);
-      ok = false;
-      continue;
-    }
-    const r = compare(results[name], want);
-    if (r.fail) {
-      problems.push(`${name}: ${r.fail}`);
-      ok = false;
-    } else {
+  for (const level of levels) {
+    const session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'), {graphOptimizationLevel: level, logSeverityLevel: 3});
+    const start = process.hrtime.bigint();
+    const results = await session.run(feeds);
+    if (level === 'all' || levels.length === 1) ms = Number(process.hrtime.bigint() - start) / 1e6;
+    for (const [name, want] of Object.entries(spec.expected)) {
+      if (!(name in results)) {
+        problems.push(`${level}: ${name}: not an output of the model`);
+        ok = false;
+        continue;
+      }
+      const r = compare(results[name], want);
+      if (r.fail) {
+        problems.push(`${level}: ${name}: ${r.fail}`);
+        ok = false;
+        continue;
+      }
       if (r.worst > tol) {
-        problems.push(`${name}: element ${r.at} is ${Number(results[name].data[r.at])}, xgrad's ` +
+        problems.push(`${level}: ${name}: element ${r.at} is ${Number(results[name].data[r.at])}, xgrad's ` +
                       `${number(want.data[r.at])}: error ${r.worst.toExponential(2)} of ${r.scale} > ${tol}`);
         ok = false;
       }
-      if (r.worst >= worst) { worst = r.worst; worstName = name; }
+      if (r.worst >= worst) { worst = r.worst; worstName = `${name}, ${level}`; }
     }
   }
   const outputs = Object.keys(spec.expected).length;
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${path.basename(dir)} (${spec.dtype}): ${outputs} outputs, worst error ` +
-              `${worst.toExponential(2)} (${worstName}), tolerance ${tol}, run ${ms.toFixed(1)} ms`);
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${path.basename(dir)} (${spec.dtype}): ${outputs} outputs at ${levels.length} ` +
+              `optimization levels, worst error ${worst.toExponential(2)} (${worstName}), tolerance ${tol}, run ${ms.toFixed(1)} ms`);
   for (const p of problems) console.log(`     ${p}`);
   return ok;
 }
