@@ -191,4 +191,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = {loadRuntime, number, compare, tensorOf, tolerance};
+module.exports = {loadRuntime, number, compare, tensorOf, tolerance, readArray};
