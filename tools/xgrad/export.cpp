@@ -39,7 +39,7 @@ std::string help_text() {
          "  --format F          json (default): the xgrad-graph format, version 2, which `xgrad replay`\n"
          "                      and graph_from_json read back; dot: Graphviz (render: dot -Tsvg);\n"
          "                      onnx: an ONNX model (opset 17), forward and backward, with -o only\n"
-         "                      (as `xgrad onnx` writes it; docs/onnx.md)\n"
+         "                      (as `xgrad onnx` writes it; docs/onnx-export.md)\n"
          "  --values V          JSON only: the node values to include: " + name(ExportValues::none) + ", " +
          name(ExportValues::inputs) + " (the leaves, enough\n"
          "                      to replay), " + name(ExportValues::all) + "\n"
@@ -123,7 +123,7 @@ int run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command export_command = {"export", "the attention graph, backward included, or a graph file, as JSON or DOT",
+const Command export_command = {"export", "the attention graph, backward included, or a graph file, as JSON, DOT or ONNX",
                                 help.c_str(), run};
 
 }  // namespace xgrad::tool
