@@ -3,6 +3,7 @@
 # char_gpt --sample printed (float64: logits within 1e-15, hence the same draws of the same
 # generator). Skipped ("SKIPPED:") without Node.js or onnxruntime-node.
 # -DCHAR_GPT=... -DSOURCE_DIR=... -DWORK_DIR=...
+include(${CMAKE_CURRENT_LIST_DIR}/node_script.cmake)
 file(MAKE_DIRECTORY ${WORK_DIR})
 execute_process(COMMAND ${CHAR_GPT} --layers 2 --heads 2 --d-model 32 --block 16 --batch 4 --steps 20
                         --eval-every 20 --eval-batches 2 --dtype float64 --sample 120 --onnx ${WORK_DIR}/served.onnx
@@ -10,19 +11,10 @@ execute_process(COMMAND ${CHAR_GPT} --layers 2 --heads 2 --d-model 32 --block 16
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "char_gpt exited ${rc}:\n${trained}${trained_err}")
 endif()
-find_program(NODE node)
-if(NOT NODE)
-  message("SKIPPED: node (Node.js) is not installed")
-  return()
-endif()
-execute_process(COMMAND ${NODE} ${SOURCE_DIR}/examples/serve_char_gpt.js ${WORK_DIR}/served.onnx --chars 120
-                WORKING_DIRECTORY ${WORK_DIR} OUTPUT_VARIABLE served ERROR_VARIABLE served_err RESULT_VARIABLE rc)
-if(served_err MATCHES "onnxruntime-node is not installed")
-  message("SKIPPED: ${served_err}")
-  return()
-endif()
-if(NOT rc EQUAL 0 OR served STREQUAL "")
-  message(FATAL_ERROR "serve_char_gpt.js exited ${rc}:\n${served}${served_err}")
+node_script(${SOURCE_DIR}/examples/serve_char_gpt.js ${WORK_DIR}/served.onnx --chars 120)
+set(served "${node_out}")
+if(NOT node_rc EQUAL 0 OR served STREQUAL "")
+  message(FATAL_ERROR "serve_char_gpt.js exited ${node_rc}:\n${served}${node_err}")
 endif()
 string(FIND "${trained}" "${served}" at)
 if(at EQUAL -1)
