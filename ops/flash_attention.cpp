@@ -151,9 +151,8 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
     scores.back() = n.input_shapes[1][rank - 2];
     const std::string s = e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.factor(m_scale, scores)});
     const OnnxExpRows rows = onnx_exp_rows(e, s, static_cast<std::int64_t>(rank - 1));
-    const std::string p = e.op("Mul", {rows.exps, e.op("Div", {e.scalar(1), e.op("Max", {rows.sum, e.scalar(1)})})});
     const std::string lse = e.op("Add", {rows.m, e.op("Log", {rows.sum})});
-    return {e.op("MatMul", {p, n.inputs[2]}), e.op("Reshape", {lse, e.int64s(onnx_dims(n.output_shapes[1]))})};
+    return {e.op("MatMul", {onnx_softmax(e, rows), n.inputs[2]}), e.op("Reshape", {lse, e.int64s(onnx_dims(n.output_shapes[1]))})};
   }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward);

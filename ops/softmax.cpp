@@ -37,9 +37,12 @@ OnnxExpRows onnx_exp_rows(OnnxEmitter& e, const std::string& x, std::int64_t axi
   return {m, exps, e.op("ReduceSum", {exps, e.int64s({axis})}, {{"keepdims", std::int64_t{1}}})};
 }
 
-std::string onnx_softmax(OnnxEmitter& e, const std::string& x, std::int64_t axis) {
-  const OnnxExpRows rows = onnx_exp_rows(e, x, axis);
+std::string onnx_softmax(OnnxEmitter& e, const OnnxExpRows& rows) {
   return e.op("Mul", {rows.exps, e.op("Div", {e.scalar(1), e.op("Max", {rows.sum, e.scalar(1)})})});
+}
+
+std::string onnx_softmax(OnnxEmitter& e, const std::string& x, std::int64_t axis) {
+  return onnx_softmax(e, onnx_exp_rows(e, x, axis));
 }
 
 namespace {

@@ -32,8 +32,9 @@ struct OnnxExpRows {
 };
 OnnxExpRows onnx_exp_rows(OnnxEmitter& e, const std::string& x, std::int64_t axis);
 // softmax(x) along `axis` as the forward defines it: exps * (1 / Max(sum, 1)), 0 on a row of
-// only -inf.
+// only -inf; the same from rows onnx_exp_rows wrote already.
 std::string onnx_softmax(OnnxEmitter& e, const std::string& x, std::int64_t axis);
+std::string onnx_softmax(OnnxEmitter& e, const OnnxExpRows& rows);
 
 // The op from its exported attributes (ops/registry).
 std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs);

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include <xgrad/lib/onnx_export.hpp>
+#include <xgrad/lib/onnx_import.hpp>
 #include <xgrad/xgrad.hpp>
 
 #include "cli.hpp"
@@ -26,28 +27,12 @@ const char* const help =
     "  --parameters-as-inputs  list the parameters also as graph inputs, whose initializers are\n"
     "                          then defaults an engine may be fed other values for\n"
     "\n"
-    "Prints one line: the graph's nodes and dtype, the model's inputs and outputs and its size.\n"
+    "Prints one line: the graph's nodes and dtype, the model's inputs to feed (those without an\n"
+    "initializer), its outputs and its size, as read back from the model.\n"
     "\n"
     "exit status: 0 written, 2 bad usage or input: a graph file xgrad cannot read, an op without\n"
     "             an ONNX lowering (one line naming the node and the op), leaves sharing a name,\n"
     "             a graph with no named output or gradient, or out of memory\n";
-
-template <class T>
-std::string model_bytes(const Graph<T>& g, const OnnxExportOptions& options, std::string& about) {
-  std::string bytes = to_onnx_bytes(g, options);
-  std::size_t inputs = 0;
-  for (std::size_t id = 0; id < g.size(); ++id) {
-    const Node<T>& n = g.node(id);
-    inputs += n.is_leaf() && (n.role == Role::input || (options.parameters_as_inputs && n.role == Role::parameter));
-  }
-  std::string outputs;
-  for (const auto& [name, slot] : g.outputs()) outputs += (outputs.empty() ? "" : ", ") + name;
-  for (const auto& [name, slot] : g.grads()) outputs += (outputs.empty() ? "" : ", ") + ("grad_" + name);
-  about = std::to_string(g.size()) + " nodes (" + dtype_name<T>() + ") as an ONNX model of " + std::to_string(inputs) +
-          (inputs == 1 ? " input" : " inputs") + " and outputs " + outputs + ", " + std::to_string(bytes.size()) +
-          " bytes";
-  return bytes;
-}
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"-o", true}, {"--parameters-as-inputs", false}}, 1);
@@ -59,16 +44,27 @@ int run(const std::vector<std::string>& args) {
   options.parameters_as_inputs = o.has("--parameters-as-inputs");
   const Phase reading("reading " + path);
   const GraphFile file = read_graph_file(path);
-  std::string bytes, about;
+  std::string bytes;
+  std::size_t nodes = 0;
   with_dtype(file.dtype, [&](auto tag) {
     using T = decltype(tag);
     const Phase phase("writing " + path + " as ONNX");
     const std::unique_ptr<Graph<T>> g = naming(path, [&] { return graph_from_parsed_json<T>(file.json); });
-    bytes = naming(path, [&] { return model_bytes(*g, options, about); });
+    nodes = g->size();
+    bytes = naming(path, [&] { return to_onnx_bytes(*g, options); });
     return 0;
   });
+  const std::size_t size = bytes.size();
   write_files_atomically({{*out, [&] { return std::move(bytes); }}}, {path});
-  std::printf("%s: %s, written to %s\n", path.c_str(), about.c_str(), out->c_str());
+  // What the model holds, read back from it.
+  const auto names = [](const std::vector<std::string>& v) {
+    std::string text;
+    for (const auto& name : v) text += (text.empty() ? "" : ", ") + name;
+    return text.empty() ? std::string("none") : text;
+  };
+  std::printf("%s: %zu nodes (%s) as an ONNX model of inputs %s and outputs %s, %zu bytes, written to %s\n",
+              path.c_str(), nodes, file.dtype.c_str(), names(onnx_graph_inputs(*out)).c_str(),
+              names(onnx_graph_outputs(*out)).c_str(), size, out->c_str());
   return 0;
 }
 
