@@ -65,9 +65,9 @@ void check_backward_args(const std::vector<Var<T>>& ys, const std::vector<Var<T>
     const std::string x_name = "x[" + std::to_string(i) + "]";
     check_same_graph(g, xs[i], x_name);
     const Node<T>& n = xs[i].node();
-    if (n.index_leaf) {
-      throw error("grad: " + x_name + " (node " + std::to_string(xs[i].id()) + ", '" + n.name +
-                  "') is an index leaf: indices have no gradient");
+    if (n.has_no_gradient()) {
+      throw error("grad: " + x_name + " (node " + std::to_string(xs[i].id()) + ", '" + n.name + "') is " +
+                  (n.index_leaf ? "an index leaf: indices have no gradient" : "a mask leaf: a mask has no gradient"));
     }
   }
 }
@@ -119,7 +119,7 @@ std::vector<Var<T>> walk(const std::vector<Var<T>>& ys, const std::vector<Var<T>
     std::vector<bool> wanted(node.inputs.size());
     std::vector<Var<T>> inputs;
     for (std::size_t j = 0; j < node.inputs.size(); ++j) {
-      wanted[j] = depends[node.inputs[j].node] != 0 && !g.node(node.inputs[j].node).index_leaf;
+      wanted[j] = depends[node.inputs[j].node] != 0 && !g.node(node.inputs[j].node).has_no_gradient();
       inputs.push_back(g.var(node.inputs[j]));
     }
     if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; })) continue;

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <type_traits>
 #include <utility>
+
+#include <xtensor/xoperation.hpp>
 
 namespace xgrad {
 
@@ -29,21 +32,22 @@ const char* dtype_name<float>() { return "float32"; }
 template <>
 const char* dtype_name<double>() { return "float64"; }
 
-const char* leaf_op_name(Role role, bool index_leaf) {
-  if (index_leaf) return index_leaf_op;
+const char* leaf_op_name(Role role, LeafKind kind) {
+  if (kind == LeafKind::indices) return index_leaf_op;
+  if (kind == LeafKind::mask) return mask_leaf_op;
   return role == Role::parameter ? role_name(Role::parameter) : role == Role::input ? role_name(Role::input)
                                                                                      : role_name(Role::constant);
 }
 
 bool is_leaf_op_name(const std::string& op) {
-  return op == index_leaf_op || op == role_name(Role::input) || op == role_name(Role::parameter) ||
+  return op == index_leaf_op || op == mask_leaf_op || op == role_name(Role::input) || op == role_name(Role::parameter) ||
          op == role_name(Role::constant);
 }
 
 template <class T>
 std::string Node<T>::op_name() const {
   if (op) return op->name();
-  return leaf_op_name(role, index_leaf);
+  return leaf_op_name(role, leaf_kind());
 }
 
 template <class T>
@@ -97,6 +101,10 @@ const xt::xarray<T>& Var<T>::value() const {
     throw error(node_str(n, m_id) + " is an index leaf: its int64 values are indices(), it has no " +
                 dtype_name<T>() + " value");
   }
+  if (n.mask_leaf) {
+    throw error(node_str(n, m_id) + " is a mask leaf: its booleans are mask(), it has no " + dtype_name<T>() +
+                " value");
+  }
   if (n.released) throw error(released_message(n, m_id));
   return n.value(m_output);
 }
@@ -106,6 +114,13 @@ const xt::xarray<std::int64_t>& Var<T>::indices() const {
   const Node<T>& n = node();
   if (!n.index_leaf) throw error(node_str(n, m_id) + " (" + n.op_name() + ") holds no indices: only Graph::indices leaves do");
   return n.indices;
+}
+
+template <class T>
+xt::xarray<bool> Var<T>::mask() const {
+  const Node<T>& n = node();
+  if (!n.mask_leaf) throw error(node_str(n, m_id) + " (" + n.op_name() + ") holds no mask: only Graph::mask leaves do");
+  return xt::not_equal(n.value(), T(0));
 }
 
 template <class T>
@@ -174,6 +189,13 @@ Var<T> Graph<T>::indices(std::string name, xt::xarray<std::int64_t> value) {
   Node<T>& n = m_nodes.back();
   n.index_leaf = true;
   n.indices = std::move(value);
+  return v;
+}
+
+template <class T>
+Var<T> Graph<T>::mask(std::string name, xt::xarray<bool> value) {
+  Var<T> v = add_leaf(Role::input, std::move(name), xt::cast<T>(value));
+  m_nodes.back().mask_leaf = true;
   return v;
 }
 
@@ -322,25 +344,39 @@ Var<T> Graph<T>::apply(std::shared_ptr<const Op> op, const std::vector<Var<T>>& 
   return apply_outputs(std::move(op), x).front();
 }
 
+namespace {
+
+// What set_value of a leaf of this kind takes, for its messages.
 template <class T>
-Node<T>& Graph<T>::checked_leaf(const Var<T>& leaf, bool index_leaf) {
+std::string leaf_value_type(LeafKind kind) {
+  switch (kind) {
+    case LeafKind::indices: return "int64 indices (xt::xarray<std::int64_t>)";
+    case LeafKind::mask: return "a bool mask (xt::xarray<bool>)";
+    case LeafKind::values: break;
+  }
+  return std::string(dtype_name<T>()) + " values (xt::xarray<" + (std::is_same_v<T, float> ? "float" : "double") + ">)";
+}
+
+}  // namespace
+
+template <class T>
+Node<T>& Graph<T>::checked_leaf(const Var<T>& leaf, LeafKind kind) {
   check_var(leaf, "set_value: the Var");
   Node<T>& n = m_nodes[leaf.id()];
   if (!n.is_leaf()) {
     throw error("set_value: node " + std::to_string(leaf.id()) + " is a " + n.op_name() +
-                " node; only leaves (inputs, parameters, constants, indices) take values");
+                " node; only leaves (inputs, parameters, constants, indices, masks) take values");
   }
-  if (n.index_leaf != index_leaf) {
-    throw error("set_value: " + node_str(n, leaf.id()) +
-                (n.index_leaf ? std::string(" is an index leaf: its new value is int64 indices")
-                              : std::string(" holds ") + dtype_name<T>() + " values, not indices"));
+  if (n.leaf_kind() != kind) {
+    throw error("set_value: " + node_str(n, leaf.id()) + " is a " + n.op_name() + " leaf: its new value is " +
+                leaf_value_type<T>(n.leaf_kind()) + ", not " + leaf_value_type<T>(kind));
   }
   return n;
 }
 
 template <class T>
 void Graph<T>::set_value(const Var<T>& leaf, xt::xarray<T> value) {
-  Node<T>& n = checked_leaf(leaf, false);
+  Node<T>& n = checked_leaf(leaf, LeafKind::values);
   if (!shapes_equal(value.shape(), n.value().shape())) {
     throw error("set_value: node " + std::to_string(leaf.id()) + " ('" + n.name + "') is " +
                 shape_str(n.value().shape()) + ", the new value is " + shape_str(value.shape()));
@@ -350,12 +386,22 @@ void Graph<T>::set_value(const Var<T>& leaf, xt::xarray<T> value) {
 
 template <class T>
 void Graph<T>::set_indices(const Var<T>& leaf, xt::xarray<std::int64_t> value) {
-  Node<T>& n = checked_leaf(leaf, true);
+  Node<T>& n = checked_leaf(leaf, LeafKind::indices);
   if (!shapes_equal(value.shape(), n.indices.shape())) {
     throw error("set_value: node " + std::to_string(leaf.id()) + " ('" + n.name + "') is " +
                 shape_str(n.indices.shape()) + ", the new value is " + shape_str(value.shape()));
   }
   n.indices = std::move(value);
+}
+
+template <class T>
+void Graph<T>::set_mask(const Var<T>& leaf, const xt::xarray<bool>& value) {
+  Node<T>& n = checked_leaf(leaf, LeafKind::mask);
+  if (!shapes_equal(value.shape(), n.value().shape())) {
+    throw error("set_value: node " + std::to_string(leaf.id()) + " ('" + n.name + "') is a mask of shape " +
+                shape_str(n.value().shape()) + ", the new mask is " + shape_str(value.shape()));
+  }
+  std::copy(value.begin(), value.end(), n.outputs[0].value.begin());  // bool -> 1, 0
 }
 
 template <class T>
@@ -457,7 +503,7 @@ void Graph<T>::replay_lean() {
       for (std::size_t j = 0; j < n.inputs.size() && !over && shapes.size() == 1; ++j) {
         const Slot in = n.inputs[j];
         const Node<T>& x = m_nodes[in.node];
-        if (!kept[in.node] && plan.last_read[in.node] == id && !x.index_leaf && n.op->overwrites_input(j) &&
+        if (!kept[in.node] && plan.last_read[in.node] == id && !x.is_leaf() && n.op->overwrites_input(j) &&
             x.outputs[in.output].value.size() == shape_size(shapes[0])) {
           over = j;
         }

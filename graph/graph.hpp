@@ -39,12 +39,17 @@ enum class Role { input, parameter, constant, forward, backward };
 const char* role_name(Role role);
 std::optional<Role> role_from_name(const std::string& name);  // the inverse; nullopt if unknown
 
-// The op name of a leaf ("input", "parameter", "constant", or "indices" for an index leaf),
-// spelled here once for nodes, the JSON format and the DOT export.
-const char* leaf_op_name(Role role, bool index_leaf);
+// What a leaf holds: values of the graph's float type, int64 indices (Graph::indices) or a
+// boolean mask (Graph::mask).
+enum class LeafKind { values, indices, mask };
+
+// The op name of a leaf ("input", "parameter", "constant", "indices" for an index leaf, "mask"
+// for a mask leaf), spelled here once for nodes, the JSON format and the DOT export.
+const char* leaf_op_name(Role role, LeafKind kind);
 // True for the op names of leaves.
 bool is_leaf_op_name(const std::string& op);
 inline constexpr const char* index_leaf_op = "indices";
+inline constexpr const char* mask_leaf_op = "mask";
 
 // One output of a node: its value, and the slot whose gradient it holds, if any.
 template <class T>
@@ -63,14 +68,19 @@ struct Node {
   Role role = Role::forward;
   std::string name;              // leaves: the caller's name; may be empty otherwise
   // One per output: a leaf and most ops have one. An index leaf has one too, of no elements;
-  // its values are `indices`.
+  // its values are `indices`. A mask leaf's output holds its booleans as 1 (true) and 0 (false)
+  // of T, which is what the ops that read it see; its interface is Var::mask().
   std::vector<Output<T>> outputs;
   bool index_leaf = false;
+  bool mask_leaf = false;
   xt::xarray<std::int64_t> indices;  // an index leaf's value (Graph::indices)
   // Set by a lean graph (Graph::keep_only) on a node whose values it gave up: they are empty then.
   bool released = false;
 
   bool is_leaf() const { return op == nullptr; }
+  LeafKind leaf_kind() const { return index_leaf ? LeafKind::indices : mask_leaf ? LeafKind::mask : LeafKind::values; }
+  // Never differentiated: an index or a mask leaf.
+  bool has_no_gradient() const { return index_leaf || mask_leaf; }
   std::size_t output_count() const { return outputs.size(); }
   const xt::xarray<T>& value(std::size_t output = 0) const { return outputs.at(output).value; }
   // The shape of output k, also of an index leaf's indices.
@@ -78,7 +88,7 @@ struct Node {
   const std::optional<Slot>& grad_of(std::size_t output = 0) const { return outputs.at(output).grad_of; }
   // Part of a backward pass: a backward node, or a leaf grad() made (a seed, zeros).
   bool in_backward() const;
-  // "input", "parameter", "constant", "indices" for leaves, the op's name otherwise.
+  // "input", "parameter", "constant", "indices", "mask" for leaves, the op's name otherwise.
   std::string op_name() const;
 };
 
@@ -95,11 +105,13 @@ class Var {
   std::size_t id() const { return m_id; }  // the node
   std::size_t output() const { return m_output; }
   Slot slot() const { return {m_id, m_output}; }
-  // The value of this output; throws xgrad::error for an index leaf (see indices()) or a value
-  // keep_only released.
+  // The value of this output; throws xgrad::error for an index leaf (see indices()), a mask
+  // leaf (see mask()) or a value keep_only released.
   const xt::xarray<T>& value() const;
   // An index leaf's values; throws xgrad::error for any other node.
   const xt::xarray<std::int64_t>& indices() const;
+  // A mask leaf's booleans (a copy); throws xgrad::error for any other node.
+  xt::xarray<bool> mask() const;
   Shape shape() const;  // value()'s shape, or indices()'s
   const Node<T>& node() const;
 
@@ -128,6 +140,12 @@ class Graph {
   // (Op::accepts_indices). Never differentiated (grad() refuses it as an x); replaced per batch
   // with set_value; exported as JSON integers.
   Var<T> indices(std::string name, xt::xarray<std::int64_t> value);
+  // A mask leaf: booleans, true where attention (or apply_mask) keeps an entry, false where it
+  // fills it. An input, never differentiated (grad() refuses it as an x; nothing flows to it),
+  // replaced per batch with set_value(leaf, xt::xarray<bool>), exported as JSON booleans (leaf
+  // op "mask") and as an ONNX bool input. Var::mask() reads it; value() refuses it. The ops
+  // that take it (apply_mask, the attention builders, flash_attention) read it as 1 and 0.
+  Var<T> mask(std::string name, xt::xarray<bool> value);
   // Every parameter leaf, in creation order (for optimizers and checkpoints).
   std::vector<Var<T>> parameters();
 
@@ -145,6 +163,11 @@ class Graph {
   template <class I, std::enable_if_t<std::is_same_v<std::decay_t<I>, xt::xarray<std::int64_t>>, int> = 0>
   void set_value(const Var<T>& leaf, I&& value) {
     set_indices(leaf, xt::xarray<std::int64_t>(std::forward<I>(value)));
+  }
+  // The same for a mask leaf: value is an xt::xarray<bool> of the leaf's shape.
+  template <class B, std::enable_if_t<std::is_same_v<std::decay_t<B>, xt::xarray<bool>>, int> = 0>
+  void set_value(const Var<T>& leaf, B&& value) {
+    set_mask(leaf, value);
   }
   // Re-runs every non-leaf node's forward in id order, reusing the nodes' buffers.
   void replay();
@@ -221,8 +244,9 @@ class Graph {
   friend class detail::GraphRollback<T>;
   void drop_nodes_from(std::size_t size) { m_nodes.erase(m_nodes.begin() + static_cast<long>(size), m_nodes.end()); }
   Var<T> add_leaf(Role role, std::string name, xt::xarray<T> value);
-  Node<T>& checked_leaf(const Var<T>& leaf, bool index_leaf);
+  Node<T>& checked_leaf(const Var<T>& leaf, LeafKind kind);
   void set_indices(const Var<T>& leaf, xt::xarray<std::int64_t> value);
+  void set_mask(const Var<T>& leaf, const xt::xarray<bool>& value);
   void check_var(const Var<T>& v, const char* what) const;
   Args<T> args_of(const Node<T>& n) const;
   // The shapes of node id's outputs for these inputs, and its forward into its outputs (resized
@@ -284,6 +308,7 @@ void Graph<T>::copy_from(const Graph<U>& src, std::size_t count) {
     d.role = s.role;
     d.name = s.name;
     d.index_leaf = s.index_leaf;
+    d.mask_leaf = s.mask_leaf;
     d.indices = s.indices;
     for (const auto& out : s.outputs) {
       Output<T>& o = d.outputs.emplace_back();

@@ -80,7 +80,10 @@ struct OnnxNode {
   std::vector<std::string> inputs;  // the names of its inputs' values, in order
   std::vector<Shape> input_shapes;  // their shapes (an index leaf's: its ids')
   std::vector<bool> index_inputs;   // true where the input is an index leaf (int64 values)
+  std::vector<std::string> bool_inputs;  // where the input is a mask leaf: its ONNX bool value; else ""
   std::vector<Shape> output_shapes;
+  // The bool value of input i if it is a mask leaf, "" otherwise.
+  std::string bool_input(std::size_t i) const { return i < bool_inputs.size() ? bool_inputs[i] : std::string(); }
   std::uint64_t step = 0;  // the graph's run state (Graph::set_step, Graph::set_training)
   bool training = true;
 };

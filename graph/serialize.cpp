@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include <xtensor/xbuilder.hpp>
+#include <xtensor/xoperation.hpp>
 
 namespace xgrad {
 
@@ -37,7 +38,8 @@ constexpr const char* training = "training";
 
 constexpr const char* format_name = "xgrad-graph";
 // Version 2: nodes with several outputs (each with its shape, grad_of and data), inputs and names
-// as [node, output] pairs, index leaves. Version 1 (one output a node, ids alone) still imports.
+// as [node, output] pairs, index leaves, mask leaves (added within version 2: a file without one
+// reads as before). Version 1 (one output a node, ids alone) still imports.
 constexpr long format_version = 2;
 
 template <class S>
@@ -80,7 +82,7 @@ Json encode_attrs(const Json& attrs) {
 
 // Checks the numbers of a stored value of this shape (the "data" array) and writes them to `out`
 // when given (an array of that shape). Checked without `out` first, nothing is allocated for it.
-// V is T, or std::int64_t for an index leaf (integers only).
+// V is T, std::int64_t for an index leaf (integers only) or bool for a mask leaf (booleans only).
 template <class V>
 void decode_data(const JsonCursor& data, const Shape& shape, V* out = nullptr) {
   const std::size_t count = shape_size(shape);
@@ -91,7 +93,11 @@ void decode_data(const JsonCursor& data, const Shape& shape, V* out = nullptr) {
   const Json& raw = data.json();
   for (std::size_t i = 0; i < count; ++i) {
     const Json& e = raw[i];
-    if constexpr (std::is_integral_v<V>) {
+    if constexpr (std::is_same_v<V, bool>) {
+      // A mask: JSON booleans only.
+      if (!e.is_boolean()) data[i].fail("expected true or false (a mask leaf holds booleans)");
+      if (out) out[i] = e.get<bool>();
+    } else if constexpr (std::is_integral_v<V>) {
       // Indices: JSON integers only (a number like 2.0 or 1e30 is refused by integer()).
       const long x = e.is_number_integer() && !e.is_number_unsigned() ? e.get<long>() : data[i].integer();
       if (out) out[i] = static_cast<V>(x);
@@ -254,10 +260,13 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
   const std::optional<Role> role = role_from_name(role_c.string());
   if (!role) role_c.fail("unknown role \"" + role_c.string() + "\"");
   n.role = *role;
-  const bool index_leaf = n.op == index_leaf_op;
+  const bool index_leaf = n.op == index_leaf_op, mask_leaf = n.op == mask_leaf_op;
   if (index_leaf && reader.version() == 1) c[key::op].fail("version 1 has no index leaves");
+  if (mask_leaf && reader.version() == 1) c[key::op].fail("version 1 has no mask leaves");
   if (index_leaf) {
     reader.read_outputs<std::int64_t>(c, i, n);
+  } else if (mask_leaf) {
+    reader.read_outputs<bool>(c, i, n);
   } else {
     reader.read_outputs<T>(c, i, n);
   }
@@ -266,8 +275,8 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
   const JsonCursor attrs = c[key::attrs];
   attrs.expect_object();  // the op's factory checks the keys
   if (is_leaf_op_name(n.op)) {
-    // An input, parameter or constant has its op as its role; an index leaf is an input.
-    if (role_c.string() != (index_leaf ? role_name(Role::input) : n.op.c_str())) {
+    // An input, parameter or constant has its op as its role; an index or mask leaf is an input.
+    if (role_c.string() != (index_leaf || mask_leaf ? role_name(Role::input) : n.op.c_str())) {
       role_c.fail("a leaf \"" + n.op + "\" has role \"" + role_c.string() + "\"");
     }
     if (!n.inputs.empty()) inputs_c.fail("a leaf has no inputs");
@@ -330,6 +339,8 @@ void build_node(const NodeSpec& n, Graph<T>& g) {
   if (n.op == index_leaf_op) {
     g.indices(n.name, first.data ? data_of<std::int64_t>(*first.data, first.shape)
                                  : xt::xarray<std::int64_t>(xt::zeros<std::int64_t>(first.shape)));
+  } else if (n.op == mask_leaf_op) {
+    g.mask(n.name, first.data ? data_of<bool>(*first.data, first.shape) : xt::xarray<bool>(xt::zeros<bool>(first.shape)));
   } else if (!n.made) {
     xt::xarray<T> v = first.data ? data_of<T>(*first.data, first.shape) : xt::xarray<T>(xt::zeros<T>(first.shape));
     if (n.role == Role::input) g.input(n.name, std::move(v));
@@ -434,7 +445,11 @@ Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> d
     for (std::size_t k = 0; k < n.output_count(); ++k) {
       Json out{{key::shape, shape_json(n.shape(k))}};
       if (n.grad_of(k)) out[key::grad_of] = slot_json(*n.grad_of(k));
-      if (with_data) out[key::data] = n.index_leaf ? data_json(n.indices) : data_json(n.value(k));
+      if (with_data) {
+        out[key::data] = n.index_leaf  ? data_json(n.indices)
+                         : n.mask_leaf ? data_json(xt::xarray<bool>(xt::not_equal(n.value(k), T(0))))
+                                       : data_json(n.value(k));
+      }
       outputs.push_back(std::move(out));
     }
     j[key::outputs] = std::move(outputs);
@@ -494,7 +509,7 @@ std::vector<std::vector<std::optional<xt::xarray<T>>>> stored_values(const Json&
   std::vector<std::vector<std::optional<xt::xarray<T>>>> values(nodes.array_size());
   for (std::size_t i = 0; i < values.size(); ++i) {
     const JsonCursor n = nodes[i];
-    if (n[key::op].string() == index_leaf_op) {
+    if (n[key::op].string() == index_leaf_op || n[key::op].string() == mask_leaf_op) {
       values[i].resize(1);
       continue;
     }

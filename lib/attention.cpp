@@ -1,5 +1,6 @@
 #include <xgrad/lib/attention.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -39,23 +40,28 @@ double checked_scale(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::opt
 
 // The spec's three steps, with the mask's -inf added to the scores when there is one. Every
 // check is made before the first node is built.
+// The mask is a Var of q's graph (or a fixed mask, made a constant once every check passed).
 template <class T>
 AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha,
-                                  const xt::xarray<bool>* mask) {
+                                  const Var<T>* mask, const xt::xarray<bool>* fixed_mask = nullptr) {
   check_attention_inputs(q, k, v);
+  if (mask) detail::check_one_graph<T>("masked_attention", {{"q", &q}, {"mask", mask}});
   const double factor = checked_scale(q, k, v, alpha);
   const auto& qs = q.value().shape();
   Shape scores(qs.begin(), qs.end() - 1);
   scores.push_back(k.value().shape()[k.value().dimension() - 2]);
-  detail::check_scores(scores, mask);
+  std::optional<Shape> mask_shape;
+  if (mask) mask_shape = mask->shape();
+  if (fixed_mask) mask_shape = shape_of(*fixed_mask);
+  detail::check_scores(scores, mask_shape);
   AttentionNodes<T> a;
   // (scale q) k^T: the scale multiplies q, T_q x d_k numbers, not the T_q x T_k scores, which
   // saves a pass over the scores forward and backward and a T_q x T_k array at each end.
   const Var<T> scaled_q = scale(q, factor);  // one statement per node: ids in order
   a.scores = matmul(scaled_q, transpose(k));
   Var<T> logits = a.scores;
-  if (mask) {
-    a.mask = q.graph().constant("mask", xt::cast<T>(*mask));
+  if (mask || fixed_mask) {
+    a.mask = mask ? *mask : q.graph().constant("mask", xt::cast<T>(*fixed_mask));
     a.masked = logits = apply_mask(a.scores, a.mask, -std::numeric_limits<double>::infinity());
   }
   a.weights = softmax(logits, -1);
@@ -65,30 +71,66 @@ AttentionNodes<T> build_attention(const Var<T>& q, const Var<T>& k, const Var<T>
 
 }  // namespace
 
-void detail::check_scores(const Shape& scores, const xt::xarray<bool>* mask) {
+void detail::check_scores(const Shape& scores, const std::optional<Shape>& mask) {
   detail::check_elements(scores, "attention: the scores " + shape_str(scores) + " (B..., T_q, T_k)");
-  if (mask && !detail::broadcastable(shape_of(*mask), scores)) {
-    throw error("masked_attention: the mask " + shape_str(mask->shape()) + " does not broadcast to the scores " +
-                shape_str(scores) + " (B..., T_q, T_k)");
+  if (mask && !detail::broadcastable(*mask, scores)) {
+    throw error("masked_attention: the mask " + shape_str(*mask) + " does not broadcast to the scores " +
+                shape_str(scores) + " (B..., T_q, T_k) by numpy's rules (trailing axes aligned; for heads, "
+                "a (B, 1, T_q, T_k) mask: padding_mask(..., head_axis = true), or key_padding_mask's (B, 1, 1, T_k))");
   }
 }
 
 template <class T>
 AttentionNodes<T> attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
-  return build_attention(q, k, v, alpha, nullptr);
+  return build_attention<T>(q, k, v, alpha, nullptr);
+}
+
+template <class T>
+AttentionNodes<T> masked_attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v, const Var<T>& mask,
+                                         std::optional<double> alpha) {
+  return build_attention(q, k, v, alpha, &mask);
 }
 
 template <class T>
 AttentionNodes<T> masked_attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v,
                                          const xt::xarray<bool>& mask, std::optional<double> alpha) {
-  return build_attention(q, k, v, alpha, &mask);
+  return build_attention<T>(q, k, v, alpha, nullptr, &mask);
 }
 
 template <class T>
-Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha) {
+Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> alpha,
+                       const FlashMask<T>& mask) {
   check_attention_inputs(q, k, v);
   const double factor = checked_scale(q, k, v, alpha);
-  return flash_attention(q, k, v, factor).out;
+  if (mask.key_mask.valid()) {
+    detail::check_one_graph<T>("fused_attention", {{"q", &q}, {"key_mask", &mask.key_mask}});
+    Shape scores = q.shape();
+    scores.back() = k.shape()[k.shape().size() - 2];
+    detail::check_key_padding_shape(scores, mask.key_mask.shape());
+  }
+  return flash_attention(q, k, v, factor, mask).out;
+}
+
+bool detail::is_causal_mask(const xt::xarray<bool>& mask, std::size_t t_q, std::size_t t_k) {
+  const Shape s = shape_of(mask);
+  if (s.size() < 2 || s[s.size() - 2] != t_q || s.back() != t_k) return false;
+  if (!std::all_of(s.begin(), s.end() - 2, [](std::size_t d) { return d == 1; })) return false;
+  const xt::xarray<bool> causal = causal_mask(t_q, t_k);
+  return std::equal(causal.begin(), causal.end(), mask.begin());
+}
+
+void detail::check_key_padding_shape(const Shape& scores, const Shape& mask) {
+  const std::size_t rank = scores.size();
+  bool fits = mask.size() >= 2 && mask.size() <= rank && mask[mask.size() - 2] == 1 && mask.back() == scores.back();
+  for (std::size_t i = 0; fits && i + 2 < mask.size(); ++i) {
+    const std::size_t m = mask[mask.size() - 1 - (i + 2)], b = scores[rank - 1 - (i + 2)];
+    fits = m == 1 || m == b;
+  }
+  if (!fits) {
+    throw error("fused attention: the mask " + shape_str(mask) + " is no key-padding mask for the scores " +
+                shape_str(scores) + " (B..., T_q, T_k): the fused attention takes (B..., 1, T_k) (key_padding_mask) "
+                "and the causal mask; other masks need AttentionImpl::composed");
+  }
 }
 
 xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k) {
@@ -120,15 +162,27 @@ xt::xarray<bool> padding_mask(const std::vector<std::size_t>& lengths, std::size
   return m;
 }
 
+xt::xarray<bool> key_padding_mask(const std::vector<std::size_t>& lengths, std::size_t t_k) {
+  xt::xarray<bool> m = padding_mask(lengths, 1, t_k);
+  m.reshape({lengths.size(), std::size_t(1), std::size_t(1), t_k});
+  return m;
+}
+
 template AttentionNodes<float> attention_nodes(const Var<float>&, const Var<float>&, const Var<float>&,
                                                std::optional<double>);
 template AttentionNodes<double> attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&,
                                                 std::optional<double>);
-template Var<float> fused_attention(const Var<float>&, const Var<float>&, const Var<float>&, std::optional<double>);
-template Var<double> fused_attention(const Var<double>&, const Var<double>&, const Var<double>&, std::optional<double>);
+template Var<float> fused_attention(const Var<float>&, const Var<float>&, const Var<float>&, std::optional<double>,
+                                    const FlashMask<float>&);
+template Var<double> fused_attention(const Var<double>&, const Var<double>&, const Var<double>&, std::optional<double>,
+                                     const FlashMask<double>&);
 template AttentionNodes<float> masked_attention_nodes(const Var<float>&, const Var<float>&, const Var<float>&,
                                                       const xt::xarray<bool>&, std::optional<double>);
 template AttentionNodes<double> masked_attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&,
                                                        const xt::xarray<bool>&, std::optional<double>);
+template AttentionNodes<float> masked_attention_nodes(const Var<float>&, const Var<float>&, const Var<float>&,
+                                                      const Var<float>&, std::optional<double>);
+template AttentionNodes<double> masked_attention_nodes(const Var<double>&, const Var<double>&, const Var<double>&,
+                                                       const Var<double>&, std::optional<double>);
 
 }  // namespace xgrad

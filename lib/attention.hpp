@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/ops/flash_attention.hpp>
 
 namespace xgrad {
 
@@ -31,7 +32,7 @@ struct AttentionNodes {
   Var<T> scores;   // (B..., T_q, T_k), already scaled
   Var<T> weights;  // (B..., T_q, T_k), rows sum to 1 (0 for a row with every key masked)
   Var<T> output;   // (B..., T_q, d_v)
-  Var<T> mask;     // masked attention only: the mask as a constant of 1 (allowed) and 0
+  Var<T> mask;     // masked attention only: the mask (a mask leaf, a node, or the constant "mask")
   Var<T> masked;   // masked attention only: the scores with -inf where the mask forbids
 };
 
@@ -51,8 +52,12 @@ enum class AttentionImpl {
 };
 
 // Fused attention: the nodes of AttentionImpl::fused. Same checks and messages as attention.
+// The masks it takes (FlashMask, ops/flash_attention.hpp): causal, and a key-padding mask of
+// shape (B..., 1, T_k) (key_padding_mask's (B, 1, 1, T_k) for heads), neither ever expanded
+// to T_q x T_k; any other mask needs the composed attention (xgrad::error says so).
 template <class T>
-Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> scale = std::nullopt);
+Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> scale = std::nullopt,
+                       const FlashMask<T>& mask = {});
 
 template <class T>
 Var<T> attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, AttentionImpl impl = AttentionImpl::composed) {
@@ -65,13 +70,29 @@ Var<T> attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale
   return impl == AttentionImpl::fused ? fused_attention(q, k, v, scale) : attention_nodes(q, k, v, scale).output;
 }
 
-// Masked attention: out = softmax(scale * q k^T + M) v, M = 0 where mask is true (the query
-// may attend to the key) and -inf where it is false. The mask has shape (T_q, T_k), or any
-// shape that broadcasts to the scores (B..., T_q, T_k) by numpy's rules; it becomes a constant
-// node "mask" and an apply_mask node fills the forbidden scores with -inf before softmax (never
-// a finite sentinel). A query row with no allowed key is defined: its weights and output row
-// are 0 and every gradient through it is exactly 0. No NaN appears for finite inputs. Throws
-// xgrad::error as attention does, and naming both shapes if the mask does not broadcast.
+// Masked attention: out = softmax(scale * q k^T + M) v, M = 0 where the mask is true (the
+// query may attend to the key) and -inf where it is false. The mask is a Var of the graph: a
+// mask leaf (Graph::mask, replaced per batch with set_value), or any node whose value is 1
+// (allowed) and 0 (forbidden), nonzero counting as allowed. Its shape broadcasts to the scores
+// (B..., T_q, T_k) by numpy's rules: (T_q, T_k) for every batch index, (B, 1, 1, T_k) (see
+// key_padding_mask) over heads and queries, (B, 1, T_q, T_k) over heads. An apply_mask node
+// fills the forbidden scores with -inf before softmax (never a finite sentinel). A query row
+// with no allowed key is defined: its weights and output row are 0 and every gradient through
+// it is exactly 0. No NaN appears for finite inputs. Throws xgrad::error as attention does,
+// naming the mask if it is empty or of another graph, and both shapes if it does not broadcast.
+template <class T>
+AttentionNodes<T> masked_attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v, const Var<T>& mask,
+                                         std::optional<double> scale = std::nullopt);
+
+template <class T>
+Var<T> masked_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, const Var<T>& mask) {
+  return masked_attention_nodes(q, k, v, mask).output;
+}
+
+// The same with a fixed mask: it becomes a constant node "mask" of 1 and 0, which set_value
+// cannot reach and replay() never changes. For masks that are the same for every batch, such as
+// causal_mask; a mask that changes per batch (padding) must be a mask leaf (Graph::mask) and the
+// overloads above, or every replay keeps the first batch's mask.
 template <class T>
 AttentionNodes<T> masked_attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v,
                                          const xt::xarray<bool>& mask, std::optional<double> scale = std::nullopt);
@@ -94,11 +115,25 @@ xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k);
 xt::xarray<bool> padding_mask(const std::vector<std::size_t>& lengths, std::size_t t_q, std::size_t t_k,
                               bool head_axis = false);
 
+// (B, 1, 1, T_k): in sequence b the keys j < lengths[b] may be attended, by every head and
+// query; it broadcasts to (B, H, T_q, T_k) scores, and the fused attention takes it (its memory
+// stays O(T_k) per sequence). The value of a mask leaf: g.mask("pad", key_padding_mask(lengths,
+// T)), then set_value(pad, key_padding_mask(next_lengths, T)) per batch. Throws xgrad::error as
+// padding_mask does.
+xt::xarray<bool> key_padding_mask(const std::vector<std::size_t>& lengths, std::size_t t_k);
+
 namespace detail {
+// True if the fixed mask is causal_mask(t_q, t_k), with leading axes of length 1 or not: what
+// the fused attention computes from its causal flag.
+bool is_causal_mask(const xt::xarray<bool>& mask, std::size_t t_q, std::size_t t_k);
+// Throws xgrad::error, naming both shapes and what the fused attention takes, unless a mask of
+// this shape is a key-padding mask for these scores (B..., T_q, T_k): (B..., 1, T_k) with each
+// batch axis 1 or equal (fewer leading axes allowed).
+void check_key_padding_shape(const Shape& scores, const Shape& mask);
 // The checks of the scores (B..., T_q, T_k) that the attention builders make before their first
 // node (multi_head_attention too, before its projections): at most max_array_elements, and
-// the mask, if any, broadcasts to them. Throws xgrad::error naming the shapes.
-void check_scores(const Shape& scores, const xt::xarray<bool>* mask);
+// the mask of this shape, if any, broadcasts to them. Throws xgrad::error naming the shapes.
+void check_scores(const Shape& scores, const std::optional<Shape>& mask);
 }  // namespace detail
 
 }  // namespace xgrad

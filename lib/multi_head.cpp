@@ -28,12 +28,14 @@ Var<T> split_heads(const Var<T>& x, std::size_t heads) {
 }
 
 // Every check of the block before its first node: a rejected call adds no node.
+// The mask is a Var (mask) or fixed (fixed_mask), or neither.
 template <class T>
 void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
-                 const std::optional<xt::xarray<bool>>& mask, AttentionImpl impl) {
+                 const Var<T>* mask, const xt::xarray<bool>* fixed_mask, AttentionImpl impl) {
   detail::check_one_graph<T>("multi_head_attention",
                              {{"x_q", &x_q}, {"x_kv", &x_kv}, {"w_q", &p.w_q}, {"b_q", &p.b_q}, {"w_k", &p.w_k},
                               {"b_k", &p.b_k}, {"w_v", &p.w_v}, {"b_v", &p.b_v}, {"w_o", &p.w_o}, {"b_o", &p.b_o}});
+  if (mask) detail::check_one_graph<T>("multi_head_attention", {{"x_q", &x_q}, {"mask", mask}});
   const Shape q = shape_of(x_q), kv = shape_of(x_kv);
   if (q.size() != 3 || kv.size() != 3 || q[0] != kv[0] || q[2] != kv[2]) {
     throw error("multi_head_attention: x_q and x_kv must be (B, T, d_model) with the same B and d_model: x_q is " +
@@ -56,11 +58,47 @@ void check_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>
                   ", expected " + shape_str(expected) + " for d_model = " + std::to_string(d));
     }
   }
-  if (mask && impl == AttentionImpl::fused) {
-    throw error("multi_head_attention: the fused attention takes no mask; use AttentionImpl::composed with a mask");
+  const Shape scores{q[0], heads, q[1], kv[1]};
+  if (impl == AttentionImpl::fused) {
+    if (fixed_mask && !detail::is_causal_mask(*fixed_mask, q[1], kv[1])) {
+      throw error("multi_head_attention: the fused attention takes causal_mask(" + std::to_string(q[1]) + ", " +
+                  std::to_string(kv[1]) + ") as its fixed mask, not this " + shape_str(shape_of(*fixed_mask)) +
+                  " mask; give a key-padding mask as a Var (B, 1, 1, T_k), or use AttentionImpl::composed");
+    }
+    if (mask) with_context([] { return std::string("multi_head_attention: "); },
+                           [&] { detail::check_key_padding_shape(scores, mask->shape()); });
+    return;
   }
   // The scores (B, H, T_q, T_k) of the composed attention (the fused one holds none).
-  if (impl == AttentionImpl::composed) detail::check_scores({q[0], heads, q[1], kv[1]}, mask ? &*mask : nullptr);
+  std::optional<Shape> mask_shape;
+  if (mask) mask_shape = mask->shape();
+  if (fixed_mask) mask_shape = shape_of(*fixed_mask);
+  detail::check_scores(scores, mask_shape);
+}
+
+template <class T>
+Var<T> build_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
+                   const Var<T>* mask, const xt::xarray<bool>* fixed_mask, AttentionImpl impl) {
+  check_block(x_q, x_kv, p, heads, mask, fixed_mask, impl);
+  const Var<T> q = split_heads(project(x_q, p.w_q, p.b_q), heads);
+  const Var<T> k = split_heads(project(x_kv, p.w_k, p.b_k), heads);
+  const Var<T> v = split_heads(project(x_kv, p.w_v, p.b_v), heads);
+  Var<T> per_head;  // (B, H, T_q, d_head)
+  if (impl == AttentionImpl::fused) {
+    FlashMask<T> flash;
+    flash.causal = fixed_mask != nullptr;  // check_block let only causal_mask through
+    if (mask) flash.key_mask = *mask;
+    per_head = fused_attention(q, k, v, std::nullopt, flash);
+  } else if (mask) {
+    per_head = masked_attention(q, k, v, *mask);
+  } else if (fixed_mask) {
+    per_head = masked_attention(q, k, v, *fixed_mask);
+  } else {
+    per_head = attention(q, k, v);
+  }
+  const auto& s = x_q.value().shape();
+  const Var<T> merged = reshape(permute(per_head, {0, 2, 1, 3}), Shape{s[0], s[1], s[2]});
+  return project(merged, p.w_o, p.b_o);
 }
 
 }  // namespace
@@ -86,14 +124,13 @@ AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint6
 template <class T>
 Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
                             const std::optional<xt::xarray<bool>>& mask, AttentionImpl impl) {
-  check_block(x_q, x_kv, p, heads, mask, impl);
-  const Var<T> q = split_heads(project(x_q, p.w_q, p.b_q), heads);
-  const Var<T> k = split_heads(project(x_kv, p.w_k, p.b_k), heads);
-  const Var<T> v = split_heads(project(x_kv, p.w_v, p.b_v), heads);
-  const Var<T> per_head = mask ? masked_attention(q, k, v, *mask) : attention(q, k, v, impl);  // (B, H, T_q, d_head)
-  const auto& s = x_q.value().shape();
-  const Var<T> merged = reshape(permute(per_head, {0, 2, 1, 3}), Shape{s[0], s[1], s[2]});
-  return project(merged, p.w_o, p.b_o);
+  return build_block<T>(x_q, x_kv, p, heads, nullptr, mask ? &*mask : nullptr, impl);
+}
+
+template <class T>
+Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
+                            const Var<T>& mask, AttentionImpl impl) {
+  return build_block<T>(x_q, x_kv, p, heads, &mask, nullptr, impl);
 }
 
 template AttentionParams<float> attention_params(Graph<float>&, std::size_t, std::uint64_t, const std::string&);
@@ -102,5 +139,9 @@ template Var<float> multi_head_attention(const Var<float>&, const Var<float>&, c
                                          const std::optional<xt::xarray<bool>>&, AttentionImpl);
 template Var<double> multi_head_attention(const Var<double>&, const Var<double>&, const AttentionParams<double>&,
                                           std::size_t, const std::optional<xt::xarray<bool>>&, AttentionImpl);
+template Var<float> multi_head_attention(const Var<float>&, const Var<float>&, const AttentionParams<float>&, std::size_t,
+                                         const Var<float>&, AttentionImpl);
+template Var<double> multi_head_attention(const Var<double>&, const Var<double>&, const AttentionParams<double>&,
+                                          std::size_t, const Var<double>&, AttentionImpl);
 
 }  // namespace xgrad

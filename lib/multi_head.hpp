@@ -25,21 +25,31 @@ AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint6
 
 // x_q (B, T_q, d_model), x_kv (B, T_k, d_model) -> (B, T_q, d_model):
 //   Q = x_q W_q + b_q, K = x_kv W_k + b_k, V = x_kv W_v + b_v, each split into `heads` heads of
-//   d_model / heads: (B, H, T, d_head) by reshape and permute; attention per head (masked when a
-//   mask is given: (T_q, T_k), or anything broadcasting to (B, H, T_q, T_k)); heads merged back;
-//   out = merged W_o + b_o. Built from matmul, add, broadcast_to, reshape, permute and the
-//   attention nodes, so grad() differentiates it like any graph. `impl` chooses the attention
-//   nodes (lib/attention.hpp): fused, for long sequences, takes no mask.
+//   d_model / heads: (B, H, T, d_head) by reshape and permute; attention per head, masked when a
+//   mask is given (its shape broadcasts to the scores (B, H, T_q, T_k) by numpy's rules: (T_q,
+//   T_k), (B, 1, T_q, T_k), key_padding_mask's (B, 1, 1, T_k); a (B, T_q, T_k) mask does not,
+//   as its B would meet the heads axis); heads merged back; out = merged W_o + b_o. Built from
+//   matmul, add, broadcast_to, reshape, permute and the attention nodes, so grad()
+//   differentiates it like any graph. `impl` chooses the attention nodes (lib/attention.hpp):
+//   fused, for long sequences, takes a key-padding mask Var (B, 1, 1, T_k) and, as the fixed
+//   mask, causal_mask(T_q, T_k); any other mask with fused is an error naming what it takes.
+//   The mask Var is a mask leaf (Graph::mask: set_value per batch) or a node of 1 and 0; the
+//   fixed mask (xt::xarray<bool>) becomes a constant that no replay changes (see
+//   masked_attention).
 // Throws xgrad::error naming the shapes if x_q or x_kv is not (B, T, d_model) with one B and
 // d_model, heads does not divide d_model, d_model or T_k is 0, a parameter has the wrong shape,
 // a Var is empty or of another graph than x_q, the mask does not broadcast to the scores or
 // the scores (B, H, T_q, T_k) would hold more than max_array_elements = 2^28 elements; and if
-// a mask is given with AttentionImpl::fused. Every check comes before the first node: a
+// a mask that fused does not take is given with AttentionImpl::fused. Every check comes before the first node: a
 // rejected call adds no node. attention_params throws as glorot_uniform does for a d_model
 // whose (d_model, d_model) weights exceed that bound.
 template <class T>
 Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& params,
                             std::size_t heads, const std::optional<xt::xarray<bool>>& mask = std::nullopt,
                             AttentionImpl impl = AttentionImpl::composed);
+
+template <class T>
+Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& params,
+                            std::size_t heads, const Var<T>& mask, AttentionImpl impl = AttentionImpl::composed);
 
 }  // namespace xgrad

@@ -215,6 +215,7 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
 
   const std::vector<char> needed = needed_nodes(g);
   std::map<std::pair<std::size_t, std::size_t>, std::string> names;  // slot -> value name
+  std::map<std::size_t, std::string> bool_names;                      // mask leaf -> its bool input
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& n = g.node(id);
     if (!needed[id]) continue;
@@ -222,10 +223,20 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
       if (n.role == Role::input || n.role == Role::parameter) {
         if (n.role == Role::parameter) w.leaf(n.name, n.value());
         if (n.role == Role::input || options.parameters_as_inputs) {
-          set_type(*graph.add_input(), n.index_leaf ? onnx::TensorProto::INT64 : float_elem_type<T>(), n.shape());
+          const auto type = n.index_leaf ? onnx::TensorProto::INT64
+                            : n.mask_leaf ? onnx::TensorProto::BOOL
+                                          : float_elem_type<T>();
+          set_type(*graph.add_input(), type, n.shape());
           graph.mutable_input(graph.input_size() - 1)->set_name(n.name);
         }
         names[{id, 0}] = n.name;
+        if (n.mask_leaf) {
+          // A bool input: the ops reading it see its 1 and 0 as floats, as in the graph; a
+          // lowering that takes the condition itself reads OnnxNode::bool_inputs.
+          w.begin_node(id, describe(g, id));
+          bool_names[id] = n.name;
+          names[{id, 0}] = w.op("Cast", {n.name}, {{"to", std::int64_t{float_elem_type<T>()}}});
+        }
       } else {
         const std::string name = w.fresh(n.name.empty() ? "constant" : n.name);
         w.leaf(name, n.value());
@@ -239,6 +250,7 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
       info.inputs.push_back(names.at({in.node, in.output}));
       info.input_shapes.push_back(src.shape(in.output));
       info.index_inputs.push_back(src.index_leaf);
+      info.bool_inputs.push_back(src.mask_leaf ? bool_names.at(in.node) : std::string());
     }
     for (std::size_t k = 0; k < n.output_count(); ++k) info.output_shapes.push_back(n.shape(k));
     info.step = g.step();

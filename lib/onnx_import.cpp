@@ -415,9 +415,10 @@ class Importer {
     check_names(graph);
 
     // Graph inputs first (IR < 4 lists initializers among them: those are initializers).
+    const std::set<std::string> masks = cast_to_bool_only(graph);
     for (const onnx::ValueInfoProto& in : graph.input()) {
       if (initializer_names.count(in.name())) continue;
-      add_graph_input(in);
+      add_graph_input(in, masks.count(in.name()) != 0);
     }
     for (const auto& given : m_options.inputs) {
       if (!m_values.count(given.first)) {
@@ -527,7 +528,30 @@ class Importer {
     return live;
   }
 
-  void add_graph_input(const onnx::ValueInfoProto& in) {
+  // The float graph inputs that only Cast nodes to bool read: each is a mask given at run time,
+  // imported as a mask leaf (true where the input is not 0).
+  static std::set<std::string> cast_to_bool_only(const onnx::GraphProto& graph) {
+    std::map<std::string, bool> only;  // input name -> every reader so far is a Cast to bool
+    for (const auto& in : graph.input()) only[in.name()] = false;
+    std::set<std::string> read;
+    for (const auto& n : graph.node()) {
+      const auto* to = n.op_type() == "Cast" && n.domain().empty() ? find_attr(n, "to") : nullptr;
+      const bool to_bool = to && to->i() == TensorProto::BOOL;
+      for (const std::string& x : n.input()) {
+        const auto it = only.find(x);
+        if (it == only.end()) continue;
+        it->second = read.insert(x).second ? to_bool : it->second && to_bool;
+      }
+    }
+    for (const auto& out : graph.output()) only.erase(out.name());  // an output stays a float
+    std::set<std::string> names;
+    for (const auto& [name, to_bool] : only) {
+      if (to_bool) names.insert(name);
+    }
+    return names;
+  }
+
+  void add_graph_input(const onnx::ValueInfoProto& in, bool as_mask) {
     const std::string what = m_path + ": graph input '" + in.name() + "'";
     if (m_values.count(in.name())) throw error(what + ": defined twice");
     if (!in.type().has_tensor_type()) throw error(what + ": not a tensor (sequences, maps and optionals are not supported)");
@@ -591,12 +615,15 @@ class Importer {
       slot.from_int_input = true;
       slot.index_input = in.name();
     } else if (is_bool) {
-      // A mask given at run time (a key padding mask): an input leaf of 0 and 1, which Where
-      // and the shape ops take as a condition; never differentiated.
-      slot.var = m_g.input(in.name(), to_t(xt::cast<double>(xt::not_equal(value.ints, std::int64_t(0)))));
+      // A mask given at run time (a key padding mask): a mask leaf, whose 1 and 0 Where and the
+      // shape ops take as a condition; never differentiated.
+      slot.var = m_g.mask(in.name(), xt::not_equal(value.ints, std::int64_t(0)));
       slot.dynamic = true;
       slot.is_bool = true;
-      m_bool_inputs.insert(in.name());
+    } else if (as_mask) {
+      slot.var = m_g.mask(in.name(), xt::not_equal(value.real, 0.0));
+      slot.dynamic = true;
+      slot.is_bool = true;
     } else {
       slot.var = m_g.input(in.name(), to_t(value.real));
       slot.dynamic = true;
@@ -620,8 +647,7 @@ class Importer {
     std::vector<std::string> names;
     for (std::size_t id = 0; id < m_g.size(); ++id) {
       const Node<T>& n = m_g.node(id);
-      if (n.is_leaf() && !n.index_leaf && (n.role == Role::input || n.role == Role::parameter) &&
-          !m_bool_inputs.count(n.name)) {
+      if (n.is_leaf() && !n.has_no_gradient() && (n.role == Role::input || n.role == Role::parameter)) {
         xs.push_back(m_g.var(id));
         names.push_back(n.name);
       }
@@ -2078,7 +2104,6 @@ class Importer {
   std::size_t m_elements = 0;
   double m_work = 0;
   bool m_inputs_known = false;  // every input of the node being imported is known at import
-  std::set<std::string> m_bool_inputs;  // bool graph inputs: leaves of 0 and 1, no gradient
   const NodeCtx* m_ctx = nullptr;
 };
 

@@ -21,9 +21,10 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
 
   std::string name() const override { return "apply_mask"; }
   // ONNX: Where(Cast(mask, bool), x, fill), the cast true where mask != 0 (NaN included), the
-  // fill (-inf for attention) a scalar initializer.
+  // fill (-inf for attention) a scalar initializer; a mask leaf's bool input is the condition.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    const std::string allowed = e.op("Cast", {n.inputs[1]}, {{"to", std::int64_t{9}}});  // 9: BOOL
+    const std::string allowed = !n.bool_input(1).empty() ? n.bool_input(1)  // a mask leaf: the bool input
+                                                           : e.op("Cast", {n.inputs[1]}, {{"to", std::int64_t{9}}});  // 9: BOOL
     return {e.op("Where", {allowed, n.inputs[0], e.scalar(m_fill)})};
   }
   std::size_t arity() const override { return 2; }

@@ -72,6 +72,7 @@ function compare(got, want) {
 function tensorOf(ort, type, data, shape) {
   const values = data.map(number);
   if (type === 'int64') return new ort.Tensor('int64', BigInt64Array.from(values.map(BigInt)), shape);
+  if (type === 'bool') return new ort.Tensor('bool', Uint8Array.from(values.map((x) => (x ? 1 : 0))), shape);
   return new ort.Tensor(type, type === 'float32' ? Float32Array.from(values) : Float64Array.from(values), shape);
 }
 

@@ -66,8 +66,8 @@ void write_case(const std::string& name, const Graph<T>& g, const OnnxExportOpti
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& n = g.node(id);
     if (!n.is_leaf() || !(n.role == Role::input || (options.parameters_as_inputs && n.role == Role::parameter))) continue;
-    Json feed = n.index_leaf ? flat(n.indices) : flat(n.value());
-    feed["dtype"] = n.index_leaf ? "int64" : dtype_of<T>();
+    Json feed = n.index_leaf ? flat(n.indices) : flat(n.value());  // a mask leaf's value: its 1 and 0
+    feed["dtype"] = n.index_leaf ? "int64" : n.mask_leaf ? "bool" : dtype_of<T>();
     c["feeds"][n.name] = feed;
   }
   for (const auto& [out, value] : named_values(g)) c["expected"][out] = flat(value);
@@ -109,8 +109,9 @@ double round_trip(const Graph<T>& g, const std::string& what) {
     const Node<T>& n = g.node(id);
     if (!n.is_leaf() || n.role != Role::input) continue;
     OnnxTensor t;
-    t.dtype = n.index_leaf ? "int64" : dtype_of<T>();
+    t.dtype = n.index_leaf ? "int64" : n.mask_leaf ? "bool" : dtype_of<T>();
     if (n.index_leaf) t.ints = n.indices;
+    else if (n.mask_leaf) t.ints = xt::cast<std::int64_t>(n.value());
     else t.real = xt::cast<double>(n.value());
     options.inputs[n.name] = t;
   }
@@ -177,6 +178,8 @@ void build_every_op(Graph<T>& g) {
   const Var<T> ids = g.indices("ids", xt::xarray<std::int64_t>{{0, 5, 2}, {2, 2, 1}});
   const Var<T> float_ids = g.input("float_ids", xt::xarray<T>{{3, 3, 0}, {4, 1, 5}});
   const Var<T> mask = g.constant("mask", xt::xarray<T>{{1, 0, 1, 1}, {0, 0, 0, 0}, {1, 1, 1, 0}});
+  const Var<T> labels = g.indices("labels", xt::xarray<std::int64_t>{{4, -100, 0}, {1, 1, 3}});
+  const Var<T> classes = g.indices("classes", xt::xarray<std::int64_t>{{3, 0, 2}, {1, -1, 0}});
   const Var<T> a = matmul(x, w);                  // (2, 3, 5)
   const Var<T> at = matmul(x, wt, false, true);   // (2, 3, 5)
   const Var<T> s = add(a, at);
@@ -211,6 +214,8 @@ void build_every_op(Graph<T>& g) {
       {"dropout", dropout(s, 0.3, 7)},
       {"embedding", embedding(table, ids)},
       {"embedding_float_ids", embedding(table, float_ids)},
+      {"take_label", take_label(s, labels, -100)},
+      {"take_label_broadcast", take_label(gamma, classes, -1)},
       {"gelu", gelu(s)},
       {"gelu_tanh", gelu(s, GeluApprox::tanh)},
       {"layer_norm", layer_norm(x, gamma, beta)},
@@ -259,6 +264,62 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(random_attention_composed_fused_and_masked, T, tes
       round_trip(g, name);
     }
   }
+}
+
+// Issue 36: a graph whose mask is a run-time input (a mask leaf) exports it as a bool input;
+// the import makes it a mask leaf again, and both graphs replay a new batch's mask alike.
+BOOST_AUTO_TEST_CASE_TEMPLATE(mask_leaf_round_trips_and_replays, T, test::dtypes) {
+  const std::size_t b = 3, t = 5, d = 8;
+  Graph<T> g;
+  const Var<T> x = g.input("x", random_array<T>({b, t, d}, 21));
+  const AttentionParams<T> p = attention_params(g, d, 22);
+  const Var<T> pad = g.mask("pad", key_padding_mask({5, 2, 3}, t));
+  name_all(g, "out", sum(multi_head_attention(x, x, p, 2, pad)), {x, p.w_q, p.w_v});
+  write_case("mask_leaf", g);
+  round_trip(g, "mask leaf");
+  OnnxImportOptions options;
+  options.gradients = true;
+  const std::unique_ptr<Graph<T>> back = import_onnx_bytes<T>(to_onnx_bytes(g), "mask leaf", options);
+  Var<T> imported_pad;
+  for (std::size_t id = 0; id < back->size(); ++id) {
+    if (back->node(id).name == "pad") imported_pad = back->var(id);
+  }
+  BOOST_TEST_REQUIRE(imported_pad.valid());
+  BOOST_TEST(imported_pad.node().mask_leaf);
+  BOOST_TEST(!back->grads().count("pad"));  // a mask has no gradient
+  for (const std::vector<std::size_t>& lengths : {std::vector<std::size_t>{1, 5, 4}, {3, 3, 1}}) {
+    g.set_value(pad, key_padding_mask(lengths, t));
+    back->set_value(imported_pad, key_padding_mask(lengths, t));
+    g.set_value(x, random_array<T>({b, t, d}, lengths[0]));
+    back->set_value(back->var(0), random_array<T>({b, t, d}, lengths[0]));
+    g.replay();
+    back->replay();
+    const double e = worst_error(back->var(back->outputs().at("out")).value(), g.var(g.outputs().at("out")).value());
+    BOOST_TEST(e <= tolerance<T>(), "lengths " << lengths[0] << ": out differs by " << e);
+    const double ex = worst_error(back->var(back->grads().at("x")).value(), g.var(g.grads().at("x")).value());
+    BOOST_TEST(ex <= tolerance<T>(), "lengths " << lengths[0] << ": grad x differs by " << ex);
+  }
+}
+
+// cross_entropy of class labels with every option, and each reduction (ONNX Runtime runs it:
+// GatherElements, ScatterElements and Where on the int64 labels input). The importer reads
+// neither GatherElements nor ScatterElements, so no round trip.
+BOOST_AUTO_TEST_CASE_TEMPLATE(cross_entropy_of_labels_runs_elsewhere, T, test::dtypes) {
+  Graph<T> g;
+  const Var<T> logits = g.input("logits", random_array<T>({2, 3, 5}, 81));
+  const Var<T> labels = g.indices("labels", xt::xarray<std::int64_t>{{4, -100, 0}, {1, 1, 3}});
+  CrossEntropyOptions<T> o;
+  o.ignore_index = -100;
+  o.weights = xt::xarray<T>{0.5, 1.0, 2.0, 1.5, 0.75};
+  o.label_smoothing = 0.1;
+  const Var<T> mean_loss = cross_entropy(logits, labels, o);
+  o.reduction = Reduction::none;
+  g.set_output("none", cross_entropy(logits, labels, o));
+  o.reduction = Reduction::sum;
+  o.label_smoothing = 0;
+  g.set_output("sum", cross_entropy(logits, labels, o));
+  name_all(g, "mean", mean_loss, {logits});
+  write_case("cross_entropy_labels", g);
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(every_op_has_a_lowering, T, test::dtypes) {
