@@ -357,6 +357,17 @@ std::string leaf_value_type(LeafKind kind) {
   return std::string(dtype_name<T>()) + " values (xt::xarray<" + (std::is_same_v<T, float> ? "float" : "double") + ">)";
 }
 
+// "an input leaf", "a mask leaf", ...: a leaf as set_value's messages name it.
+template <class T>
+std::string leaf_words(const Node<T>& n) {
+  switch (n.leaf_kind()) {
+    case LeafKind::indices: return "an index leaf";
+    case LeafKind::mask: return "a mask leaf";
+    case LeafKind::values: break;
+  }
+  return n.role == Role::input ? "an input leaf" : n.role == Role::parameter ? "a parameter leaf" : "a constant leaf";
+}
+
 }  // namespace
 
 template <class T>
@@ -368,7 +379,7 @@ Node<T>& Graph<T>::checked_leaf(const Var<T>& leaf, LeafKind kind) {
                 " node; only leaves (inputs, parameters, constants, indices, masks) take values");
   }
   if (n.leaf_kind() != kind) {
-    throw error("set_value: " + node_str(n, leaf.id()) + " is a " + n.op_name() + " leaf: its new value is " +
+    throw error("set_value: " + node_str(n, leaf.id()) + " is " + leaf_words(n) + ": its new value is " +
                 leaf_value_type<T>(n.leaf_kind()) + ", not " + leaf_value_type<T>(kind));
   }
   return n;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include <xtensor/xbuilder.hpp>
 
@@ -16,17 +18,6 @@
 namespace xgrad {
 
 namespace {
-
-template <class T>
-void check_params(const std::vector<Var<T>>& params, const char* who) {
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    if (!params[i].valid() || params[i].node().role != Role::parameter) {
-      throw error(std::string(who) + ": params[" + std::to_string(i) + "] is not a parameter" +
-                  (params[i].valid() ? " (node " + std::to_string(params[i].id()) + ", " + params[i].node().op_name() + ")" : "") +
-                  "; make trainable leaves with Graph::parameter");
-    }
-  }
-}
 
 template <class T>
 void check_grads(const std::vector<Var<T>>& params, const std::vector<Var<T>>& grads, const char* who) {
@@ -50,53 +41,100 @@ void check_grads(const std::vector<Var<T>>& params, const std::vector<Var<T>>& g
 
 // A hyperparameter: throws "<who>: <name> must be <range>, got <value>" unless `ok` (which is
 // false for NaN, and for inf where the range is finite).
-void check_hyperparameter(const char* who, const char* name, double value, bool ok, const char* range) {
-  if (!ok) throw error(std::string(who) + ": " + name + " must be " + range + ", got " + number_str(value));
+void check_hyperparameter(const std::string& who, const std::string& name, double value, bool ok, const char* range) {
+  if (!ok) throw error(who + ": " + name + " must be " + range + ", got " + number_str(value));
 }
 
 void check_fraction(const char* who, const char* name, double value) {
   check_hyperparameter(who, name, value, value >= 0 && value < 1, "in [0, 1)");
 }
 
-// lr 0 is allowed, as in PyTorch: a schedule (cosine decay) may reach it.
-void check_lr(const char* who, double lr) {
-  check_hyperparameter(who, "lr", lr, std::isfinite(lr) && lr >= 0, "a finite number >= 0");
+// lr 0 is allowed, as in PyTorch: a schedule (cosine decay) may reach it. `name` is "lr" or
+// "groups[k].lr".
+void check_lr(const std::string& who, double lr, const std::string& name = "lr") {
+  check_hyperparameter(who, name, lr, std::isfinite(lr) && lr >= 0, "a finite number >= 0");
 }
 
-void check_adam_hyperparameters(const char* who, double lr, double beta1, double beta2, double eps) {
-  check_lr(who, lr);
+void check_weight_decay(const std::string& who, double weight_decay, const std::string& name = "weight_decay") {
+  check_hyperparameter(who, name, weight_decay, std::isfinite(weight_decay) && weight_decay >= 0,
+                       "a finite number >= 0");
+}
+
+void check_adam_hyperparameters(const char* who, double beta1, double beta2, double eps) {
   check_fraction(who, "beta1", beta1);
   check_fraction(who, "beta2", beta2);
   check_hyperparameter(who, "eps", eps, std::isfinite(eps) && eps > 0, "a finite number > 0");
 }
 
-// One step of Adam (weight_decay 0) or AdamW on every parameter, as torch.optim's
-// _single_tensor_adam(w) of PyTorch 1.13 computes it: the scalars in double, as Python does,
-// the elements in T:
+std::string group_str(std::size_t k) { return "groups[" + std::to_string(k) + "]"; }
+
+// The groups' parameters: each a parameter leaf, none given twice. `listed`: the caller gave
+// one list of parameters (errors name params[i]) rather than groups (groups[k].params[i]).
+template <class T>
+void check_group_params(const std::vector<ParamGroup<T>>& groups, const char* who, bool listed) {
+  std::map<std::pair<const Graph<T>*, std::size_t>, std::string> seen;  // (graph, node) -> where
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    const auto& params = groups[k].params;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const std::string where = (listed ? std::string() : group_str(k) + ".") + "params[" + std::to_string(i) + "]";
+      const Var<T>& p = params[i];
+      if (!p.valid() || p.node().role != Role::parameter) {
+        throw error(std::string(who) + ": " + where + " is not a parameter" +
+                    (p.valid() ? " (node " + std::to_string(p.id()) + ", " + p.node().op_name() + ")" : "") +
+                    "; make trainable leaves with Graph::parameter");
+      }
+      const auto [at, inserted] = seen.insert({{&p.graph(), p.id()}, where});
+      if (!inserted) {
+        throw error(std::string(who) + ": " + where + " (node " + std::to_string(p.id()) + ", '" + p.node().name +
+                    "') is " + at->second + " again; give each parameter " + (listed ? "once" : "to one group, once"));
+      }
+    }
+  }
+}
+
+// One step of Adam or AdamW on every parameter, as torch.optim's _single_tensor_adam(w) of
+// PyTorch 1.13 computes it: the scalars in double, as Python does, the elements in T; lr and
+// weight_decay those of each parameter's group:
+//   g = g + weight_decay * p                          (Adam only; grad.add(param, alpha))
 //   p *= 1 - lr * weight_decay                        (AdamW only; param.mul_)
 //   m = m * beta1 + (1 - beta1) * g                   (exp_avg.mul_(beta1).add_(grad, alpha))
 //   v = v * beta2 + ((1 - beta2) * g) * g             (exp_avg_sq.mul_(beta2).addcmul_(...))
 //   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
 //   p = p + (-(lr / (1 - beta1^t)) * m) / denom       (param.addcdiv_(exp_avg, denom, value))
 template <class T>
-void adam_step(const std::vector<Var<T>>& params, AdamState<T>& state, double lr, double beta1, double beta2,
-               double eps, double weight_decay, const std::vector<Var<T>>& grads) {
+void adam_step(const std::vector<ParamGroup<T>>& groups, AdamState<T>& state, double beta1, double beta2,
+               double eps, bool decoupled, const std::vector<Var<T>>& grads) {
   const double step = static_cast<double>(++state.step);
   const double bias_correction1 = 1 - std::pow(beta1, step), bias_correction2 = 1 - std::pow(beta2, step);
   detail::AdamCoefficients<T> c;
-  c.step_size = static_cast<T>(-(lr / bias_correction1));
   c.bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
-  c.decay = static_cast<T>(1 - lr * weight_decay);
   c.beta1 = static_cast<T>(beta1);
   c.beta2 = static_cast<T>(beta2);
   c.eps = static_cast<T>(eps);
   c.one_minus_beta1 = static_cast<T>(1 - beta1);
   c.one_minus_beta2 = static_cast<T>(1 - beta2);
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    // In place, in one vectorised pass over each array (a parameter is a leaf: only its value
-    // changes, as with Graph::set_value, and no copy is made of it).
-    T* p = const_cast<xt::xarray<T>&>(params[i].value()).data();
-    detail::row_adam(p, grads[i].value().data(), state.m[i].data(), state.v[i].data(), state.m[i].size(), c);
+  std::size_t i = 0;  // the index in params(): the groups' parameters concatenated
+  xt::xarray<T> penalised;  // Adam's g + weight_decay * p
+  for (const auto& group : groups) {
+    const double lr = *group.lr, weight_decay = *group.weight_decay;
+    c.step_size = static_cast<T>(-(lr / bias_correction1));
+    c.decay = static_cast<T>(decoupled ? 1 - lr * weight_decay : 1.0);  // 1: p unchanged
+    const bool l2 = !decoupled && weight_decay != 0;  // torch: if weight_decay != 0
+    const T alpha = static_cast<T>(weight_decay);
+    for (const auto& param : group.params) {
+      // In place, in one vectorised pass over each array (a parameter is a leaf: only its value
+      // changes, as with Graph::set_value, and no copy is made of it).
+      T* p = const_cast<xt::xarray<T>&>(param.value()).data();
+      const T* g = grads[i].value().data();
+      const std::size_t n = state.m[i].size();
+      if (l2) {
+        penalised.resize(param.value().shape());
+        for (std::size_t j = 0; j < n; ++j) penalised.data()[j] = g[j] + alpha * p[j];
+        g = penalised.data();
+      }
+      detail::row_adam(p, g, state.m[i].data(), state.v[i].data(), n, c);
+      ++i;
+    }
   }
 }
 
@@ -138,86 +176,198 @@ std::pair<std::size_t, std::size_t> fans(const Shape& shape) {
 }  // namespace
 
 template <class T>
-Sgd<T>::Sgd(std::vector<Var<T>> params, double lr, double momentum)
-    : m_params(std::move(params)), m_lr(lr), m_momentum(momentum) {
-  check_params(m_params, "Sgd");
-  check_lr("Sgd", lr);
-  check_fraction("Sgd", "momentum", momentum);
-  for (const auto& p : m_params) m_velocity.push_back(xt::zeros<T>(p.value().shape()));
+std::vector<ParamGroup<T>> decay_groups(const std::vector<Var<T>>& params, double weight_decay) {
+  check_group_params<T>({ParamGroup<T>{params, {}, {}}}, "decay_groups", true);
+  check_weight_decay("decay_groups", weight_decay);
+  std::vector<ParamGroup<T>> groups{{{}, std::nullopt, weight_decay}, {{}, std::nullopt, 0.0}};
+  for (const auto& p : params) groups[p.value().dimension() >= 2 ? 0 : 1].params.push_back(p);
+  return groups;
 }
 
 template <class T>
-void Sgd<T>::step(const std::vector<Var<T>>& grads) {
-  check_grads(m_params, grads, "Sgd::step");
-  for (std::size_t i = 0; i < m_params.size(); ++i) {
-    xt::xarray<T>& vel = m_velocity[i];
-    T* p = const_cast<xt::xarray<T>&>(m_params[i].value()).data();  // in place, as adam_step
-    const T* g = grads[i].value().data();
-    for (std::size_t j = 0; j < vel.size(); ++j) {
-      vel.data()[j] = static_cast<T>(m_momentum) * vel.data()[j] + g[j];
-      p[j] -= static_cast<T>(m_lr) * vel.data()[j];
-    }
+OptimizerGroups<T>::OptimizerGroups(std::vector<Var<T>> params, double lr, double weight_decay, const char* who)
+    : m_who(who) {
+  check_lr(who, lr);
+  check_weight_decay(who, weight_decay);
+  m_groups.push_back({std::move(params), lr, weight_decay});
+  check_group_params(m_groups, who, true);
+  m_params = m_groups[0].params;
+}
+
+template <class T>
+OptimizerGroups<T>::OptimizerGroups(std::vector<ParamGroup<T>> groups, double lr, double weight_decay,
+                                    const char* who)
+    : m_groups(std::move(groups)), m_who(who) {
+  check_lr(who, lr);
+  check_weight_decay(who, weight_decay);
+  if (m_groups.empty()) {
+    throw error(std::string(who) + ": no parameter groups; give at least one (a group may have no parameters)");
+  }
+  check_group_params(m_groups, who, false);
+  for (std::size_t k = 0; k < m_groups.size(); ++k) {
+    ParamGroup<T>& group = m_groups[k];
+    if (group.lr) check_lr(who, *group.lr, group_str(k) + ".lr");
+    if (group.weight_decay) check_weight_decay(who, *group.weight_decay, group_str(k) + ".weight_decay");
+    group.lr = group.lr.value_or(lr);
+    group.weight_decay = group.weight_decay.value_or(weight_decay);
+    m_params.insert(m_params.end(), group.params.begin(), group.params.end());
   }
 }
 
 template <class T>
-void Sgd<T>::set_lr(double lr) {
-  check_lr("Sgd::set_lr", lr);
-  m_lr = lr;
+std::size_t OptimizerGroups<T>::checked_group(std::size_t group, const char* what) const {
+  if (group >= m_groups.size()) {
+    throw error(std::string(m_who) + "::" + what + ": no " + group_str(group) + ", the optimizer has " +
+                std::to_string(m_groups.size()) + (m_groups.size() == 1 ? " group" : " groups"));
+  }
+  return group;
 }
 
 template <class T>
-Adam<T>::Adam(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps)
-    : m_params(std::move(params)), m_lr(lr), m_beta1(beta1), m_beta2(beta2), m_eps(eps) {
-  check_params(m_params, "Adam");
-  check_adam_hyperparameters("Adam", lr, beta1, beta2, eps);
-  m_state = initial_adam_state(m_params);
+double OptimizerGroups<T>::lr() const {
+  for (std::size_t k = 1; k < m_groups.size(); ++k) {
+    if (*m_groups[k].lr != *m_groups[0].lr) {
+      throw error(std::string(m_who) + "::lr: the groups have different learning rates (groups[0].lr " +
+                  number_str(*m_groups[0].lr) + ", " + group_str(k) + ".lr " + number_str(*m_groups[k].lr) +
+                  "); read lr(group)");
+    }
+  }
+  return *m_groups[0].lr;
+}
+
+template <class T>
+double OptimizerGroups<T>::lr(std::size_t group) const {
+  return *m_groups[checked_group(group, "lr")].lr;
+}
+
+template <class T>
+void OptimizerGroups<T>::set_lr(double lr) {
+  check_lr(std::string(m_who) + "::set_lr", lr);
+  for (auto& group : m_groups) group.lr = lr;
+}
+
+template <class T>
+void OptimizerGroups<T>::set_lr(std::size_t group, double lr) {
+  checked_group(group, "set_lr");
+  check_lr(std::string(m_who) + "::set_lr", lr, group_str(group) + ".lr");
+  m_groups[group].lr = lr;
+}
+
+template <class T>
+Sgd<T>::Sgd(std::vector<Var<T>> params, double lr, double momentum, double weight_decay)
+    : OptimizerGroups<T>(std::move(params), lr, weight_decay, "Sgd") {
+  init(momentum);
+}
+
+template <class T>
+Sgd<T>::Sgd(std::vector<ParamGroup<T>> groups, double lr, double momentum, double weight_decay)
+    : OptimizerGroups<T>(std::move(groups), lr, weight_decay, "Sgd") {
+  init(momentum);
+}
+
+template <class T>
+void Sgd<T>::init(double momentum) {
+  check_fraction("Sgd", "momentum", momentum);
+  m_momentum = momentum;
+  if (momentum != 0) {
+    for (const auto& p : this->m_params) m_velocity.push_back(xt::zeros<T>(p.value().shape()));
+  }
+}
+
+// As torch.optim's _single_tensor_sgd of PyTorch 1.13 (dampening 0, nesterov and maximize false):
+//   d = g + weight_decay * p                          (d_p.add(param, alpha=weight_decay))
+//   velocity = d at the first step, then velocity * momentum + d   (buf.mul_(momentum).add_(d_p))
+//   p = p - lr * velocity (or d when momentum is 0)   (param.add_(d_p, alpha=-lr))
+template <class T>
+void Sgd<T>::step(const std::vector<Var<T>>& grads) {
+  check_grads(this->m_params, grads, "Sgd::step");
+  const T momentum = static_cast<T>(m_momentum);
+  std::size_t i = 0;  // the index in params()
+  for (const auto& group : this->m_groups) {
+    const T lr = static_cast<T>(*group.lr), weight_decay = static_cast<T>(*group.weight_decay);
+    const bool l2 = *group.weight_decay != 0;  // torch: if weight_decay != 0
+    for (const auto& param : group.params) {
+      T* p = const_cast<xt::xarray<T>&>(param.value()).data();  // in place, as adam_step
+      const T* g = grads[i].value().data();
+      T* vel = m_momentum != 0 ? m_velocity[i].data() : nullptr;
+      const std::size_t n = param.value().size();
+      for (std::size_t j = 0; j < n; ++j) {
+        T d = l2 ? g[j] + weight_decay * p[j] : g[j];
+        if (vel) d = vel[j] = m_started ? vel[j] * momentum + d : d;
+        p[j] = p[j] - lr * d;
+      }
+      ++i;
+    }
+  }
+  m_started = true;
+}
+
+template <class T>
+Adam<T>::Adam(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : OptimizerGroups<T>(std::move(params), lr, weight_decay, "Adam") {
+  init(beta1, beta2, eps);
+}
+
+template <class T>
+Adam<T>::Adam(std::vector<ParamGroup<T>> groups, double lr, double beta1, double beta2, double eps,
+              double weight_decay)
+    : OptimizerGroups<T>(std::move(groups), lr, weight_decay, "Adam") {
+  init(beta1, beta2, eps);
+}
+
+template <class T>
+void Adam<T>::init(double beta1, double beta2, double eps) {
+  check_adam_hyperparameters("Adam", beta1, beta2, eps);
+  m_beta1 = beta1;
+  m_beta2 = beta2;
+  m_eps = eps;
+  m_state = initial_adam_state(this->m_params);
 }
 
 template <class T>
 void Adam<T>::step(const std::vector<Var<T>>& grads) {
-  check_grads(m_params, grads, "Adam::step");
-  adam_step(m_params, m_state, m_lr, m_beta1, m_beta2, m_eps, 0.0, grads);
+  check_grads(this->m_params, grads, "Adam::step");
+  adam_step(this->m_groups, m_state, m_beta1, m_beta2, m_eps, false, grads);
 }
 
 template <class T>
 void Adam<T>::set_state(AdamState<T> state) {
-  check_adam_state(m_params, state, "Adam::set_state");
+  check_adam_state(this->m_params, state, "Adam::set_state");
   m_state = std::move(state);
-}
-
-template <class T>
-void Adam<T>::set_lr(double lr) {
-  check_lr("Adam::set_lr", lr);
-  m_lr = lr;
 }
 
 template <class T>
 AdamW<T>::AdamW(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps, double weight_decay)
-    : m_params(std::move(params)), m_lr(lr), m_beta1(beta1), m_beta2(beta2), m_eps(eps), m_weight_decay(weight_decay) {
-  check_params(m_params, "AdamW");
-  check_adam_hyperparameters("AdamW", lr, beta1, beta2, eps);
-  check_hyperparameter("AdamW", "weight_decay", weight_decay, std::isfinite(weight_decay) && weight_decay >= 0,
-                       "a finite number >= 0");
-  m_state = initial_adam_state(m_params);
+    : OptimizerGroups<T>(std::move(params), lr, weight_decay, "AdamW") {
+  init(beta1, beta2, eps);
+}
+
+template <class T>
+AdamW<T>::AdamW(std::vector<ParamGroup<T>> groups, double lr, double beta1, double beta2, double eps,
+                double weight_decay)
+    : OptimizerGroups<T>(std::move(groups), lr, weight_decay, "AdamW") {
+  init(beta1, beta2, eps);
+}
+
+template <class T>
+void AdamW<T>::init(double beta1, double beta2, double eps) {
+  check_adam_hyperparameters("AdamW", beta1, beta2, eps);
+  m_beta1 = beta1;
+  m_beta2 = beta2;
+  m_eps = eps;
+  m_state = initial_adam_state(this->m_params);
 }
 
 template <class T>
 void AdamW<T>::step(const std::vector<Var<T>>& grads) {
-  check_grads(m_params, grads, "AdamW::step");
-  adam_step(m_params, m_state, m_lr, m_beta1, m_beta2, m_eps, m_weight_decay, grads);
+  check_grads(this->m_params, grads, "AdamW::step");
+  adam_step(this->m_groups, m_state, m_beta1, m_beta2, m_eps, true, grads);
 }
 
 template <class T>
 void AdamW<T>::set_state(AdamState<T> state) {
-  check_adam_state(m_params, state, "AdamW::set_state");
+  check_adam_state(this->m_params, state, "AdamW::set_state");
   m_state = std::move(state);
-}
-
-template <class T>
-void AdamW<T>::set_lr(double lr) {
-  check_lr("AdamW::set_lr", lr);
-  m_lr = lr;
 }
 
 template <class T>
@@ -276,6 +426,10 @@ xt::xarray<T> he_normal(const Shape& shape, std::uint64_t seed) {
   return random_array<T>(shape, seed, sd);
 }
 
+template std::vector<ParamGroup<float>> decay_groups(const std::vector<Var<float>>&, double);
+template std::vector<ParamGroup<double>> decay_groups(const std::vector<Var<double>>&, double);
+template class OptimizerGroups<float>;
+template class OptimizerGroups<double>;
 template class Sgd<float>;
 template class Sgd<double>;
 template class Adam<float>;

@@ -2,101 +2,177 @@
 // replays so that one graph serves a whole training loop.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <xgrad/graph/graph.hpp>
 
 namespace xgrad {
 
-// The learning rate of every optimizer is a finite number >= 0 (0 allowed, as in PyTorch: a
-// cosine schedule may end there; a step at lr 0 leaves the parameters as they are, Adam's and
-// AdamW's moments and step count still advance). lr() reads it; set_lr(lr) changes it for the
-// next steps, for schedules (warm-up, cosine decay), and throws xgrad::error as the constructor
-// does ("Adam::set_lr: lr must be a finite number >= 0, got -1"), changing nothing.
-//
-// step(grads) takes one gradient per parameter, of its graph and shape, e.g. grad(loss, params),
-// and reads their values as they are now (so after clip_grad_norm, below). The parameters'
-// values change in their graph: replay() then recomputes the loss and the gradients. It throws
-// xgrad::error, and changes nothing, if a gradient is missing, empty, of another graph than its
-// parameter or of another shape. The element arithmetic is done in T, in PyTorch's (1.13) order
-// of operations, so float64 results agree with torch.optim's to rounding.
-
-// Stochastic gradient descent with momentum, as torch.optim.SGD (dampening 0, no Nesterov, no
-// weight decay): for each parameter p with gradient g,
-//   velocity = momentum * velocity + g;  p -= lr * velocity     (velocity starts at 0).
-// momentum = 0 is plain SGD.
+// Parameter groups, as torch.optim's param_groups: each optimizer takes either a list of
+// parameters (one group, taking the constructor's lr and weight_decay) or groups, each with its
+// own lr and weight_decay. A field left unset takes the constructor's value, as a key missing
+// from a torch param_group dict takes the optimizer's default:
+//   AdamW<float> opt({{weights, std::nullopt, 0.1}, {biases, 1e-3, 0.0}}, 3e-4);
+// Only lr and weight_decay are per group; momentum, betas and eps are the optimizer's.
+// A group may hold no parameters (decay_groups of a model without biases gives one). A braced
+// list of groups that give only one parameter each, {{{a}}, {{b}}}, also reads as a list of
+// Vars (the call is ambiguous): name the type, std::vector<ParamGroup<T>>{{{a}}, {{b}}}.
 template <class T>
-class Sgd {
+struct ParamGroup {
+  std::vector<Var<T>> params;
+  std::optional<double> lr = std::nullopt;            // unset: the optimizer's lr
+  std::optional<double> weight_decay = std::nullopt;  // unset: the optimizer's weight_decay
+};
+
+// nanoGPT's configure_optimizers split: two groups, {the parameters of rank >= 2 (matmul
+// weights, embedding tables), weight_decay} and {the rest (biases, layer_norm gains and shifts,
+// scalars), weight_decay 0}, each in the order of params, both with lr unset (the optimizer's).
+// Either group may be empty. Pass the groups to the optimizer and take the gradients in its
+// order, opt.params(), which is the weights first:
+//   AdamW<float> opt(decay_groups(g.parameters(), 0.1), 3e-4);
+//   const auto grads = grad(loss, opt.params());
+// Throws xgrad::error, as the optimizers do, unless every Var is a parameter leaf, given once,
+// and weight_decay is finite and >= 0 ("decay_groups: weight_decay must be a finite number >= 0,
+// got -1").
+template <class T>
+std::vector<ParamGroup<T>> decay_groups(const std::vector<Var<T>>& params, double weight_decay);
+
+// What the three optimizers share: their groups and the learning rates.
+//
+// The learning rate is a finite number >= 0 (0 allowed, as in PyTorch: a cosine schedule may
+// end there; a step at lr 0 leaves the parameters as they are, Adam's and AdamW's moments and
+// step count still advance). set_lr(lr) sets every group's lr for the next steps, for schedules
+// (warm-up, cosine decay); set_lr(group, lr) sets one group's (a schedule over groups of
+// different lrs calls it for each group). lr() reads the lr the groups share and throws
+// xgrad::error if they differ; lr(group) reads one group's. Each throws xgrad::error, changing
+// nothing, for a bad lr ("Adam::set_lr: lr must be a finite number >= 0, got -1",
+// "Adam::set_lr: groups[1].lr must be ...") or a group that does not exist ("Adam::lr: no
+// groups[2], the optimizer has 2 groups").
+//
+// groups() are the groups as given, every lr and weight_decay set (the constructor's where the
+// group left it unset); params() are their parameters concatenated in group order (for a list of
+// parameters: the list): the order of step()'s gradients and of AdamState's moments.
+template <class T>
+class OptimizerGroups {
  public:
-  // Throws xgrad::error, naming the value, unless every Var is a parameter leaf, lr is finite
-  // and >= 0, and 0 <= momentum < 1.
-  Sgd(std::vector<Var<T>> params, double lr, double momentum = 0.0);
-  void step(const std::vector<Var<T>>& grads);
-  double lr() const { return m_lr; }
+  double lr() const;
+  double lr(std::size_t group) const;
   void set_lr(double lr);
+  void set_lr(std::size_t group, double lr);
+  const std::vector<ParamGroup<T>>& groups() const { return m_groups; }
+  const std::vector<Var<T>>& params() const { return m_params; }
+
+ protected:
+  // Check the constructor's lr and weight_decay, then the parameters: each a parameter leaf,
+  // given once in all the groups; each group's lr and weight_decay; at least one group. `who`
+  // names the optimizer in the errors, which name params[i] for a list and groups[k].params[i],
+  // groups[k].lr, groups[k].weight_decay for groups.
+  OptimizerGroups(std::vector<Var<T>> params, double lr, double weight_decay, const char* who);
+  OptimizerGroups(std::vector<ParamGroup<T>> groups, double lr, double weight_decay, const char* who);
+
+  std::vector<ParamGroup<T>> m_groups;
+  std::vector<Var<T>> m_params;
+  const char* m_who;
 
  private:
-  std::vector<Var<T>> m_params;
-  double m_lr, m_momentum;
+  std::size_t checked_group(std::size_t group, const char* what) const;
+};
+
+// step(grads) takes one gradient per parameter, in params() order, of its graph and shape, e.g.
+// grad(loss, opt.params()), and reads their values as they are now (so after clip_grad_norm,
+// below). The parameters' values change in their graph: replay() then recomputes the loss and
+// the gradients. It throws xgrad::error, and changes nothing, if a gradient is missing, empty,
+// of another graph than its parameter or of another shape ("params[i]" is the index in
+// params()). The element arithmetic is done in T, in PyTorch's (1.13) order of operations, so
+// float64 results agree with torch.optim's to rounding.
+//
+// Every constructor throws xgrad::error, naming the value (and the group), unless every Var is
+// a parameter leaf, no parameter is given twice (in one group or in two: torch refuses the
+// second and, in 1.13, only warns of the first; here a parameter given twice would be stepped
+// twice), there is at least one group (a list of parameters is one group, and may be empty),
+// every lr is finite and >= 0 and every weight_decay finite and >= 0, the constructor's
+// included ("Adam: groups[1].weight_decay must be a finite number >= 0, got -0.1").
+
+// Stochastic gradient descent with momentum, as torch.optim.SGD (dampening 0, no Nesterov): for
+// each parameter p with gradient g, the lr and weight_decay of its group,
+//   d = g + weight_decay * p;  velocity = momentum * velocity + d;  p -= lr * velocity
+// (velocity = d at the first step; momentum = 0 is plain SGD: p -= lr * d). weight_decay is an
+// L2 penalty added to the gradient, as torch's: scaled by lr and carried by the momentum.
+template <class T>
+class Sgd : public OptimizerGroups<T> {
+ public:
+  // Also throws xgrad::error unless 0 <= momentum < 1.
+  Sgd(std::vector<Var<T>> params, double lr, double momentum = 0.0, double weight_decay = 0.0);
+  Sgd(std::vector<ParamGroup<T>> groups, double lr, double momentum = 0.0, double weight_decay = 0.0);
+  void step(const std::vector<Var<T>>& grads);
+
+ private:
+  void init(double momentum);
+  double m_momentum;
+  bool m_started = false;  // the velocities hold a step (torch's momentum_buffer is not None)
   std::vector<xt::xarray<T>> m_velocity;
 };
 
 // The state of an Adam or AdamW optimizer, to save and restore it (a checkpoint that resumes
-// training bit for bit): the step count t (0 before the first step) and the moments m and v, one
-// array per parameter in the constructor's order, of the parameter's shape.
+// training bit for bit): the step count t (0 before the first step, one count for every group)
+// and the moments m and v, one array per parameter in params() order (the groups' parameters
+// concatenated in group order; a list's order for a list), of the parameter's shape.
 template <class T>
 struct AdamState {
   long step = 0;
   std::vector<xt::xarray<T>> m, v;
 };
 
-// Adam (Kingma and Ba, 2015), as torch.optim.Adam (weight_decay 0, amsgrad and maximize false):
-// with t the step count (from 1), m and v starting at 0,
+// Adam (Kingma and Ba, 2015), as torch.optim.Adam (amsgrad and maximize false): with t the step
+// count (from 1), m and v starting at 0, for each parameter p with gradient g and the lr and
+// weight_decay of its group,
+//   g = g + weight_decay * p   (an L2 penalty, as torch.optim.Adam's; weight_decay 0 by default)
 //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
 //   p -= (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
 template <class T>
-class Adam {
+class Adam : public OptimizerGroups<T> {
  public:
-  // Throws xgrad::error, naming the value, unless every Var is a parameter leaf, lr is finite
-  // and >= 0, eps is finite and > 0, and 0 <= beta1, beta2 < 1.
-  Adam(std::vector<Var<T>> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8);
+  // Also throws xgrad::error unless eps is finite and > 0, and 0 <= beta1, beta2 < 1.
+  Adam(std::vector<Var<T>> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+       double weight_decay = 0.0);
+  Adam(std::vector<ParamGroup<T>> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-8, double weight_decay = 0.0);
   void step(const std::vector<Var<T>>& grads);
-  double lr() const { return m_lr; }
-  void set_lr(double lr);
   const AdamState<T>& state() const { return m_state; }
   // Replaces the state. Throws xgrad::error, changing nothing, unless step >= 0 and m and v
-  // hold one array per parameter, of its shape ("Adam::set_state: m[1] is (3,), the parameter (2, 3)").
+  // hold one array per parameter of params(), of its shape ("Adam::set_state: m[1] is (3,), the
+  // parameter (2, 3)").
   void set_state(AdamState<T> state);
 
  private:
-  std::vector<Var<T>> m_params;
-  double m_lr, m_beta1, m_beta2, m_eps;
+  void init(double beta1, double beta2, double eps);
+  double m_beta1, m_beta2, m_eps;
   AdamState<T> m_state;
 };
 
 // AdamW (Loshchilov and Hutter, 2019), as torch.optim.AdamW (amsgrad and maximize false):
-// Adam with decoupled weight decay, applied first, at the learning rate of the step:
-//   p *= 1 - lr * weight_decay;  then Adam's step above.
-// lr defaults to 1e-3, as in PyTorch and Adam.
+// Adam with decoupled weight decay, applied first, at the lr of the step and of the group:
+//   p *= 1 - lr * weight_decay;  then Adam's step above (with no L2 term).
+// lr defaults to 1e-3 and weight_decay to 0.01, as in PyTorch.
 template <class T>
-class AdamW {
+class AdamW : public OptimizerGroups<T> {
  public:
-  // Throws xgrad::error, naming the value, as Adam does, and unless weight_decay is finite and
-  // >= 0 (0 is Adam).
+  // Throws xgrad::error as Adam does (weight_decay 0 is Adam).
   AdamW(std::vector<Var<T>> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
         double weight_decay = 0.01);
+  AdamW(std::vector<ParamGroup<T>> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 0.01);
   void step(const std::vector<Var<T>>& grads);
-  double lr() const { return m_lr; }
-  void set_lr(double lr);
   const AdamState<T>& state() const { return m_state; }
-  // Replaces the state. Throws xgrad::error, changing nothing, unless step >= 0 and m and v
-  // hold one array per parameter, of its shape ("AdamW::set_state: m[1] is (3,), the parameter (2, 3)").
+  // Replaces the state, as Adam::set_state ("AdamW::set_state: m[1] is (3,), the parameter (2, 3)").
   void set_state(AdamState<T> state);
 
  private:
-  std::vector<Var<T>> m_params;
-  double m_lr, m_beta1, m_beta2, m_eps, m_weight_decay;
+  void init(double beta1, double beta2, double eps);
+  double m_beta1, m_beta2, m_eps;
   AdamState<T> m_state;
 };
 

@@ -43,4 +43,5 @@
 #include <xgrad/ops/softmax_vjp.hpp>
 #include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
+#include <xgrad/ops/take_label.hpp>
 #include <xgrad/ops/transpose.hpp>

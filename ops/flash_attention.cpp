@@ -1,13 +1,17 @@
-// forward: out = softmax(a q k^T) v,  lse = logsumexp(a q k^T) per query row: two outputs
-//          (B..., T_q, d_k), (B..., T_k, d_k), (B..., T_k, d_v) -> (B..., T_q, d_v), (B..., T_q)
-//          Per tile of query rows: for each tile of keys, S = a Q K^T, then the online softmax
+// forward: out = softmax(a q k^T + M) v,  lse = logsumexp(a q k^T + M) per query row: two outputs
+//          (B..., T_q, d_k), (B..., T_k, d_k), (B..., T_k, d_v) [, key mask (B..., 1, T_k)]
+//          -> (B..., T_q, d_v), (B..., T_q); M is -inf where the masks forbid (ops/flash_mask.hpp).
+//          Per tile of query rows: for each tile of keys the masks leave, S = a Q K^T with -inf
+//          where they forbid, then the online softmax
 //          m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m - m') + rowsum P,
 //          acc = acc e^(m - m') + P V; at the end out = acc / l and lse = m + log l.
-// VJP:     [grad_q, grad_k, grad_v] = flash_attention_vjp(q, k, v, out, lse, grad_out, grad_lse),
-//          one node; zeros stand in for the gradient of an output none reaches.
+// VJP:     [grad_q, grad_k, grad_v] = flash_attention_vjp(q, k, v, out, lse, grad_out, grad_lse[, key mask]),
+//          one node; zeros stand in for the gradient of an output none reaches; the key mask
+//          gets none (zeros where wanted, as apply_mask's mask).
 // saves:   its output (out and lse); no T_q x T_k array. Scratch: one score tile and one
 //          accumulator tile per thread, kept by the calling thread for the next call.
 #include <xgrad/ops/flash_attention.hpp>
+#include <xgrad/ops/flash_mask.hpp>
 
 #include <algorithm>
 #include <climits>
@@ -49,15 +53,43 @@ AttentionDims attention_dims(const Shape& q, const Shape& k, const Shape& v) {
   return d;
 }
 
-double flash_weights_work(const std::vector<Shape>& x, FlashPass pass) {
+namespace {
+
+// The sum of clamp(x, 0, hi) over x = a, ..., a + n - 1.
+double clamped_sum(long a, long n, long hi) {
+  const long low = std::max(a, 1L), high = std::min(a + n - 1, hi - 1);  // the x in (0, hi)
+  double sum = high >= low ? (static_cast<double>(low) + static_cast<double>(high)) * static_cast<double>(high - low + 1) / 2 : 0;
+  const long at_hi = a + n - std::max(a, hi);  // the x >= hi
+  return sum + (at_hi > 0 ? static_cast<double>(at_hi) * static_cast<double>(hi) : 0);
+}
+
+}  // namespace
+
+double flash_weights_work(const std::vector<Shape>& x, FlashPass pass, const FlashMaskAttrs& mask) {
   const AttentionDims d = attention_dims(x[0], x[1], x[2]);
-  const double weights = static_cast<double>(d.batch) * static_cast<double>(d.t_q) * static_cast<double>(d.t_k);
+  // The weights of one batch index the kernels compute: with the causal mask, query tile
+  // [i0, i0 + bq) against keys [0, causal_key_end) only, of which each row i allows
+  // clamp(i + 1 + T_k - T_q, 0, T_k) and the kernels write -inf over the rest.
+  double computed = static_cast<double>(d.t_q) * static_cast<double>(d.t_k), filled = 0;
+  if (mask.causal) {
+    computed = 0;
+    const long offset = static_cast<long>(d.t_k) - static_cast<long>(d.t_q);
+    for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
+      const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
+      const double tile = static_cast<double>(bq) * static_cast<double>(causal_key_end(d, i0, bq));
+      computed += tile;
+      filled += tile - clamped_sum(static_cast<long>(i0) + 1 + offset, static_cast<long>(bq), static_cast<long>(d.t_k));
+    }
+  }
+  const double batch = static_cast<double>(d.batch), weights = batch * computed;
   const double dk = static_cast<double>(d.d_k), dv = static_cast<double>(d.d_v);
   // Forward: the scores (d_k each) and the weighted values (d_v). VJP: the scores again, the
   // weights' gradient (d_v), grad_v (d_v), grad_q and grad_k (d_k each).
   const double multiply_adds = weights * (pass == FlashPass::forward ? dk + dv : 3 * dk + 2 * dv);
-  // Each weight is also written to a tile and read back, exponentiated, on every pass.
-  return (pass == FlashPass::forward ? 2 : 4) * weights + Op::multiply_add_work(multiply_adds);
+  // Each weight is also written to a tile and read back, exponentiated, on every pass; with a
+  // key mask, each reads its entry of the mask (1 visit), and the causal -inf are written.
+  return (pass == FlashPass::forward ? 2 : 4) * weights + Op::multiply_add_work(multiply_adds) +
+         (mask.key_mask ? weights : 0) + batch * filled;
 }
 
 void check_attention_scale(double scale) {
@@ -68,7 +100,7 @@ void check_attention_scale(double scale) {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
+// Attribute keys, for attrs() and the factory alike (the masks': ops/flash_mask.hpp).
 constexpr const char* key_scale = "scale";
 
 using detail::flash_tile_q;
@@ -91,23 +123,26 @@ struct ForwardScratch {
   }
 };
 
-// Query rows [i0, i0 + bq) of one batch index: q (t_q, d_k), k (t_k, d_k), v (t_k, d_v) -> those
-// rows of out (t_q, d_v) and lse (t_q).
+// Query rows [i0, i0 + bq) of batch index b: q (t_q, d_k), k (t_k, d_k), v (t_k, d_v) -> those
+// rows of out (t_q, d_v) and lse (t_q). Keys from mask.key_end on, which every row's masks
+// forbid, are skipped: their weights are 0.
 template <class T>
 void flash_forward(const T* q, const T* k, const T* v, T* out, T* lse, const detail::AttentionDims& d, T alpha,
-                   std::size_t i0, std::size_t bq, ForwardScratch<T>& w) {
+                   std::size_t b, std::size_t i0, std::size_t bq, const detail::FlashMaskRows<T>& mask,
+                   ForwardScratch<T>& w) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
-  const std::size_t dv = d.d_v;
+  const std::size_t dv = d.d_v, t_k = mask.key_end(b, i0, bq);
   T *scores = w.scores, *acc = w.acc, *m = w.m, *l = w.l;
   std::fill(m, m + bq, minus_inf);
   std::fill(l, l + bq, T(0));
-  for (std::size_t j0 = 0; j0 < d.t_k; j0 += flash_tile_k) {
-    const std::size_t bk = std::min(flash_tile_k, d.t_k - j0);
+  for (std::size_t j0 = 0; j0 < t_k; j0 += flash_tile_k) {
+    const std::size_t bk = std::min(flash_tile_k, t_k - j0);
     const bool first = j0 == 0;
     detail::gemm(false, true, bq, bk, d.d_k, alpha, q + i0 * d.d_k, d.d_k, k + j0 * d.d_k, d.d_k, T(0), scores, bk);
     detail::parallel_rows(bq, bk, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
         T* s = scores + r * bk;
+        mask.fill(s, b, i0 + r, j0, bk);
         const T m_new = std::max(m[r], detail::row_max(s, bk, 1));  // a NaN maximum keeps m: NaN flows on through exp
         if (m_new == minus_inf && !detail::row_has_nan(s, bk, 1)) {  // no score above -inf yet: weights 0
           std::fill(s, s + bk, T(0));
@@ -123,7 +158,7 @@ void flash_forward(const T* q, const T* k, const T* v, T* out, T* lse, const det
   }
   for (std::size_t r = 0; r < bq; ++r) {
     T* row = out + (i0 + r) * dv;
-    if (l[r] == T(0)) {  // every score -inf: out 0, lse -inf, as the composed softmax
+    if (l[r] == T(0)) {  // every score -inf (or every key masked): out 0, lse -inf, as the composed softmax
       std::fill(row, row + dv, T(0));
       lse[i0 + r] = minus_inf;
     } else {
@@ -135,38 +170,46 @@ void flash_forward(const T* q, const T* k, const T* v, T* out, T* lse, const det
 
 class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
  public:
-  explicit FlashAttentionOp(double scale) : m_scale(scale) {}
+  FlashAttentionOp(double scale, detail::FlashMaskAttrs mask) : m_scale(scale), m_mask(mask) {}
 
   std::string name() const override { return "flash_attention"; }
-  std::size_t arity() const override { return 3; }
-  Json attrs() const override { return {{key_scale, m_scale}}; }
-  double scale() const { return m_scale; }
-  // ONNX: the composition, s = scale q k^T, out = softmax(s) v and lse = m + Log(sum) per row
-  // (onnx_exp_rows: out 0 and lse -inf on a row of only -inf, as here). The T_q x T_k scores
-  // exist then: the memory bound of the fused node is lost.
+  std::size_t arity() const override { return m_mask.key_mask ? 4 : 3; }  // q, k, v[, key mask]
+  Json attrs() const override {
+    Json attrs = {{key_scale, m_scale}};
+    m_mask.write(attrs);
+    return attrs;
+  }
+  detail::FlashAttentionAttrs typed_attrs() const { return {m_scale, m_mask}; }
+  // ONNX: the composition, s = scale q k^T (with -inf where the masks forbid: onnx_flash_mask),
+  // out = softmax(s) v and lse = m + Log(sum) per row (onnx_exp_rows: out 0 and lse -inf on a
+  // row of only -inf, as here). The T_q x T_k scores exist then: the memory bound of the fused
+  // node is lost.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
     const std::size_t rank = n.input_shapes[0].size();
     const std::string k_t = e.op("Transpose", {n.inputs[1]}, {{"perm", onnx_swap_last_two(rank)}});
     Shape scores = n.output_shapes[0];  // (B..., T_q, T_k)
     scores.back() = n.input_shapes[1][rank - 2];
-    const std::string s = e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.factor(m_scale, scores)});
+    const std::string s = detail::onnx_flash_mask(
+        e, n, 3, m_mask, e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.factor(m_scale, scores)}));
     const OnnxExpRows rows = onnx_exp_rows(e, s, static_cast<std::int64_t>(rank - 1));
     const std::string lse = e.op("Add", {rows.m, e.op("Log", {rows.sum})});
     return {e.op("MatMul", {onnx_softmax(e, rows), n.inputs[2]}), e.op("Reshape", {lse, e.int64s(onnx_dims(n.output_shapes[1]))})};
   }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward);
+    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward, m_mask);
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
     detail::check_attention_scale(m_scale);
     const detail::AttentionDims d = detail::attention_dims(x[0], x[1], x[2]);
+    if (m_mask.key_mask) detail::check_key_mask(x[3], x[0], x[1], d);
     return {d.out_shape(), d.lse_shape()};
   }
 
   template <class T>
   void run_forward(const Args<T>& x, const Outs<T>& y) const {
     const detail::AttentionDims d = detail::attention_dims(shape_of(*x[0]), shape_of(*x[1]), shape_of(*x[2]));
+    const detail::FlashMaskRows<T> mask(d, m_mask.causal, m_mask.key_mask ? x[3] : nullptr);
     // Work items: (batch index, tile of queries), independent of each other, split over threads.
     const std::size_t tiles = (d.t_q + flash_tile_q - 1) / flash_tile_q;
     const T alpha = static_cast<T>(m_scale);
@@ -181,13 +224,14 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
       for (std::size_t item = begin; item < end; ++item) {
         const std::size_t b = item / tiles, i0 = item % tiles * flash_tile_q;
         flash_forward(x[0]->data() + b * d.t_q * d.d_k, x[1]->data() + b * d.t_k * d.d_k,
-                      x[2]->data() + b * d.t_k * d.d_v, out + b * d.t_q * d.d_v, lse + b * d.t_q, d, alpha, i0,
-                      std::min(flash_tile_q, d.t_q - i0), scratch);
+                      x[2]->data() + b * d.t_k * d.d_v, out + b * d.t_q * d.d_v, lse + b * d.t_q, d, alpha, b, i0,
+                      std::min(flash_tile_q, d.t_q - i0), mask, scratch);
       }
     });
   }
 
-  // One flash_attention_vjp node; zeros for the gradient of an output that none reaches.
+  // One flash_attention_vjp node; zeros for the gradient of an output that none reaches. The
+  // key mask gets no gradient: zeros where wanted (a mask that is a node of T), as apply_mask.
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& a) const {
     Graph<T>& g = a.x[0].graph();
@@ -197,38 +241,52 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
       grad_outs[k] = zeros_like(a.ys[k]);
       g.set_grad_of(grad_outs[k].slot(), a.ys[k].slot());  // the gradient of that output: none
     }
+    const FlashMask<T> mask{m_mask.causal, m_mask.key_mask ? a.x[3] : Var<T>()};
     const FlashGrads<T> grads =
-        flash_attention_vjp(a.x[0], a.x[1], a.x[2], a.ys[0], a.ys[1], grad_outs[0], grad_outs[1], m_scale);
+        flash_attention_vjp(a.x[0], a.x[1], a.x[2], a.ys[0], a.ys[1], grad_outs[0], grad_outs[1], m_scale, mask);
     std::vector<Var<T>> result = {grads.grad_q, grads.grad_k, grads.grad_v};
     for (std::size_t i = 0; i < 3; ++i) {
       if (!a.wanted[i]) result[i] = Var<T>();
     }
+    if (m_mask.key_mask) result.push_back(a.wanted[3] ? zeros_like(a.x[3]) : Var<T>());
     return result;
   }
 
  private:
   double m_scale;
+  detail::FlashMaskAttrs m_mask;
 };
 
 }  // namespace
 
 template <class T>
-FlashOutputs<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale) {
-  const std::vector<Var<T>> outs = q.graph().apply_outputs(std::make_shared<FlashAttentionOp>(scale), {q, k, v});
+FlashOutputs<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale,
+                                const FlashMask<T>& mask) {
+  std::vector<Var<T>> x = {q, k, v};
+  if (mask.key_mask.valid()) {
+    detail::check_one_graph<T>("flash_attention", {{"q", &q}, {"the key mask", &mask.key_mask}});
+    x.push_back(mask.key_mask);
+  }
+  const auto op = std::make_shared<FlashAttentionOp>(scale, detail::FlashMaskAttrs::of(mask));
+  const std::vector<Var<T>> outs = q.graph().apply_outputs(op, x);
   return {outs[0], outs[1]};
 }
 
-std::optional<double> flash_attention_scale(const Op& op) {
+std::optional<detail::FlashAttentionAttrs> detail::flash_attention_attrs(const Op& op) {
   const auto* flash = dynamic_cast<const FlashAttentionOp*>(&op);
-  return flash ? std::optional<double>(flash->scale()) : std::nullopt;
+  return flash ? std::optional<FlashAttentionAttrs>(flash->typed_attrs()) : std::nullopt;
 }
 
 std::shared_ptr<const Op> make_flash_attention_op(const JsonCursor& attrs) {
-  attrs.check_object({key_scale});
-  return std::make_shared<FlashAttentionOp>(attrs[key_scale].number());
+  attrs.check_object({key_scale}, {detail::flash_key_causal, detail::flash_key_key_mask});
+  return std::make_shared<FlashAttentionOp>(attrs[key_scale].number(), detail::FlashMaskAttrs::read(attrs));
 }
 
-template FlashOutputs<float> flash_attention(const Var<float>&, const Var<float>&, const Var<float>&, double);
-template FlashOutputs<double> flash_attention(const Var<double>&, const Var<double>&, const Var<double>&, double);
+#define XGRAD_INSTANTIATE_FLASH(T)                                                                         \
+  template FlashOutputs<T> flash_attention(const Var<T>&, const Var<T>&, const Var<T>&, double, \
+                                           const FlashMask<T>&);
+XGRAD_INSTANTIATE_FLASH(float)
+XGRAD_INSTANTIATE_FLASH(double)
+#undef XGRAD_INSTANTIATE_FLASH
 
 }  // namespace xgrad

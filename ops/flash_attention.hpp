@@ -19,37 +19,61 @@ struct FlashGrads {
   Var<T> grad_q, grad_k, grad_v;
 };
 
-// [out, lse] = flash_attention(q, k, v, scale), one node with two outputs:
+// The masks of the fused attention: scores they forbid are -inf before the online softmax,
+// exactly as apply_mask(scores, mask, -inf) before softmax in the composed graph.
+//   causal:   query i (of T_q) may attend to key j when j <= i + T_k - T_q (lib/attention.hpp's
+//             causal_mask: the queries aligned to the last keys). No input: an attribute; whole
+//             key tiles it forbids are skipped, forward and backward.
+//   key_mask: empty, or a key-padding mask, nonzero where the key may be attended, of a shape
+//             broadcasting to (B..., 1, T_k): rank >= 2, the query axis 1, the last axis T_k,
+//             each batch axis 1 or equal (e.g. (B, 1, 1, T_k) for q (B, H, T_q, d_k)). A mask
+//             leaf (Graph::mask) or any node of 1 and 0; one more input of the node, never
+//             differentiated (its gradient is zeros, as apply_mask's mask). Key tiles past a
+//             sequence's last allowed key are skipped.
+// Neither is ever expanded to T_q x T_k (but in the second-order rule, see flash_attention_vjp).
+template <class T>
+struct FlashMask {
+  bool causal = false;
+  Var<T> key_mask;
+};
+
+// [out, lse] = flash_attention(q, k, v, scale, mask), one node with two outputs:
 //   q (B..., T_q, d_k), k (B..., T_k, d_k), v (B..., T_k, d_v) -> out (B..., T_q, d_v), lse (B..., T_q)
-// out = softmax(scale * q k^T) v and lse is each query row's logsumexp of its scaled scores,
-// lse = log(sum_j exp(scale * q_i . k_j)). The forward walks key tiles with an online softmax
+// out = softmax(scale * q k^T + M) v and lse is each query row's logsumexp of its scaled, masked
+// scores, lse = log(sum_j exp(scale * q_i . k_j + M_ij)), M_ij = 0 where the mask allows key j
+// for query i and -inf where it forbids it. The forward walks key tiles with an online softmax
 // (FlashAttention-2): no T_q x T_k array exists, only one tile of scores per call. Its VJP is
 // one flash_attention_vjp node, which recomputes the weights tile by tile from q, k and lse.
 // attention(q, k, v, AttentionImpl::fused) is its out.
-// A row whose scores are all -inf (possible only for infinite inputs) has out 0 and lse -inf,
-// as the composed softmax gives.
+// A row whose scores are all -inf (every key masked, or infinite inputs) has out 0 and lse
+// -inf, and every gradient through it is exactly 0, as the composed masked softmax gives.
+// Non-finite values in v at a masked key: the composed graph's 0 weight times inf gives NaN,
+// and so does the fused one within a tile it computes; a tile it skips reads no v at all.
 // Throws xgrad::error naming the shapes when a rank is < 2, the batch axes differ, d_k of q and k
-// or T_k of k and v differ, T_k = 0, or the scale is not finite.
+// or T_k of k and v differ, T_k = 0, the key mask is not of the form above (other masks need the
+// composed attention) or of another graph, or the scale is not finite.
 template <class T>
-FlashOutputs<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale);
+FlashOutputs<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale,
+                                const FlashMask<T>& mask = {});
 
-// [grad_q, grad_k, grad_v] = flash_attention_vjp(q, k, v, out, lse, grad_out, grad_lse, scale),
+// [grad_q, grad_k, grad_v] = flash_attention_vjp(q, k, v, out, lse, grad_out, grad_lse, scale, mask),
 // the VJP of flash_attention as one node with three outputs, of q's, k's and v's shapes. out and
-// lse are flash_attention(q, k, v, scale), grad_out (B..., T_q, d_v) and grad_lse (B..., T_q)
+// lse are flash_attention(q, k, v, scale, mask), grad_out (B..., T_q, d_v) and grad_lse (B..., T_q)
 // the gradients w.r.t. them. Memory: one tile of weights and one of their gradients at a time.
-// Its own VJP (second order) is the composed graph's: matmul, softmax, softmax_vjp and friends,
-// differentiated by the ordinary backward pass; it throws xgrad::error unless out and lse are
-// the outputs of the flash_attention node of the same q, k, v and scale.
-// Throws xgrad::error naming the shapes when q, k, v are invalid as for flash_attention or
-// out, lse, grad_out, grad_lse do not have the shapes of flash_attention's outputs.
+// Its own VJP (second order) is the composed graph's: matmul, apply_mask, softmax, log_softmax
+// and friends, differentiated by the ordinary backward pass; there the causal mask is a
+// (T_q, T_k) constant node (second order alone holds T_q x T_k arrays, as the composed graph
+// does). It throws xgrad::error unless out and lse are the outputs of the flash_attention node
+// of the same q, k, v, scale and mask.
+// Throws xgrad::error naming the shapes when q, k, v or the mask are invalid as for
+// flash_attention or out, lse, grad_out, grad_lse do not have the shapes of its outputs.
 template <class T>
 FlashGrads<T> flash_attention_vjp(const Var<T>& q, const Var<T>& k, const Var<T>& v, const Var<T>& out,
-                                  const Var<T>& lse, const Var<T>& grad_out, const Var<T>& grad_lse, double scale);
+                                  const Var<T>& lse, const Var<T>& grad_out, const Var<T>& grad_lse, double scale,
+                                  const FlashMask<T>& mask = {});
 
-// The scale of a flash_attention op; nullopt for any other op (typed access for the VJP's check).
-std::optional<double> flash_attention_scale(const Op& op);
-
-// The ops from their exported attributes (ops/registry).
+// The ops from their exported attributes (ops/registry): {"scale"}, and "causal": true and
+// "key_mask": true when set (files without them read as unmasked).
 std::shared_ptr<const Op> make_flash_attention_op(const JsonCursor& attrs);
 std::shared_ptr<const Op> make_flash_attention_vjp_op(const JsonCursor& attrs);
 
@@ -91,11 +115,6 @@ struct AttentionDims {
 AttentionDims attention_dims(const Shape& q, const Shape& k, const Shape& v);
 // Throws xgrad::error if the scale is not finite.
 void check_attention_scale(double scale);
-// The work (Op::work) of the (B..., T_q, T_k) weights that the forward or the VJP computes
-// tile by tile, beyond the elements of its inputs and output; q, k, v first in x, valid shapes.
-enum class FlashPass { forward, vjp };
-double flash_weights_work(const std::vector<Shape>& x, FlashPass pass);
-
 }  // namespace detail
 
 }  // namespace xgrad

@@ -1,20 +1,23 @@
 // forward: [grad_q, grad_k, grad_v], the VJP of flash_attention, three outputs. With g = grad_out
 //          and h = grad_lse: D = rowsum(g * out) - h, then for each tile of keys j and of queries i
-//            P = exp(a Q_i K_j^T - lse_i)           the weights, recomputed
+//          that the masks leave (ops/flash_mask.hpp; M_ij = -inf where they forbid, so P_ij = 0)
+//            P = exp(a Q_i K_j^T + M_ij - lse_i)    the weights, recomputed (0 where lse_i = -inf)
 //            grad_V_j += P^T g_i;  dP = g_i V_j^T;  dS = P * (dP - D_i)
 //            grad_Q_i += a dS K_j;  grad_K_j += a dS^T Q_i
 //          (rowsum(dP * P) = rowsum(g * out), a T_q x d_v pass, not T_q x T_k; and the gradient of
 //          lse w.r.t. the scores is P, hence the - h).
-// VJP:     the composed graph's: flash_attention built from scale, matmul, softmax, log_softmax,
-//          add, slice and reshape nodes, its VJP taken by the ordinary backward pass (each op's
-//          own rule) for the seeds grad_out and grad_lse, and differentiated again for the
-//          gradients of this node's three outputs. out and lse get no contribution: the
-//          composition recomputes them from q, k and v. An input that is also another (k = q)
-//          gets its whole gradient once.
+// VJP:     the composed graph's: flash_attention built from scale, matmul, apply_mask, softmax,
+//          log_softmax, add, slice and reshape nodes, its VJP taken by the ordinary backward pass
+//          (each op's own rule) for the seeds grad_out and grad_lse, and differentiated again for
+//          the gradients of this node's three outputs. out and lse get no contribution: the
+//          composition recomputes them from q, k and v; nor does the key mask (zeros where
+//          wanted). An input that is also another (k = q) gets its whole gradient once. The
+//          causal mask is a (T_q, T_k) constant there: second order holds T_q x T_k arrays.
 // saves:   nothing beyond its inputs. Scratch: two tiles of weights (P and dS) per thread and,
 //          when threads split the key tiles of one batch index, a T_q x d_k grad_q for each
 //          thread but the first; kept by the calling thread for the next call.
 #include <xgrad/ops/flash_attention.hpp>
+#include <xgrad/ops/flash_mask.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -22,6 +25,7 @@
 #include <xtensor/xbuilder.hpp>
 
 #include <xgrad/graph/backward.hpp>
+#include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/gemm.hpp>
@@ -44,23 +48,29 @@ constexpr const char* key_scale = "scale";
 using detail::flash_tile_q;
 using detail::flash_tile_k;
 
-// Key rows [j0, j0 + bk) of one batch index: adds those rows' share to gq (t_q, d_k) and writes
-// rows [j0, j0 + bk) of gk (t_k, d_k) and gv (t_k, d_v), which start at 0. g (grad_out) is
-// (t_q, d_v), lse (t_q); row_d holds D for each query row. p and ds: scratch of two tiles.
+// Key rows [j0, j0 + tile) of batch index b: adds those rows' share to gq (t_q, d_k) and writes
+// rows [j0, j0 + tile) of gk (t_k, d_k) and gv (t_k, d_v), which start at 0. g (grad_out) is
+// (t_q, d_v), lse (t_q); row_d holds D for each query row. p and ds: scratch of two tiles. A
+// tile of queries meets only the keys below its mask.key_end (the rest have weights 0), as in
+// the forward: the same rectangles of weights.
 template <class T>
 void flash_backward(const T* q, const T* k, const T* v, const T* lse_rows, const T* g, const T* row_d, T* gq, T* gk,
-                    T* gv, const detail::AttentionDims& d, T alpha, std::size_t j0, std::size_t bk, T* p, T* ds) {
+                    T* gv, const detail::AttentionDims& d, T alpha, std::size_t b, std::size_t j0, std::size_t tile,
+                    const detail::FlashMaskRows<T>& mask, T* p, T* ds) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const std::size_t dk = d.d_k, dv = d.d_v;
   for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
-    const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
+    const std::size_t bq = std::min(flash_tile_q, d.t_q - i0), key_end = mask.key_end(b, i0, bq);
+    if (key_end <= j0) continue;
+    const std::size_t bk = std::min(tile, key_end - j0);
     detail::gemm(false, true, bq, bk, dk, alpha, q + i0 * dk, dk, k + j0 * dk, dk, T(0), p, bk);
     detail::parallel_rows(bq, bk, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
         const T lse = lse_rows[i0 + r];
-        if (lse == minus_inf) {  // a row with every score -inf has weights 0
+        if (lse == minus_inf) {  // a row with every score -inf (every key masked) has weights 0
           std::fill(p + r * bk, p + (r + 1) * bk, T(0));
         } else {
+          mask.fill(p + r * bk, b, i0 + r, j0, bk);
           detail::row_exp(p + r * bk, lse, p + r * bk, bk, 1);
         }
       }
@@ -79,11 +89,12 @@ void flash_backward(const T* q, const T* k, const T* v, const T* lse_rows, const
 
 class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
  public:
-  explicit FlashAttentionVjpOp(double scale) : m_scale(scale) {}
+  FlashAttentionVjpOp(double scale, detail::FlashMaskAttrs mask) : m_scale(scale), m_mask(mask) {}
 
   std::string name() const override { return "flash_attention_vjp"; }
-  // ONNX: the formulas of run_forward on whole arrays, p = exp(scale q k^T - lse) (0 on rows
-  // whose lse is -inf, as here), grad_v = p^T g, ds = p (g v^T - D), D = rowsum(g out) - grad_lse,
+  // ONNX: the formulas of run_forward on whole arrays, p = exp(scale q k^T + M - lse) (M by
+  // onnx_flash_mask; 0 on rows whose lse is -inf, as here), grad_v = p^T g,
+  // ds = p (g v^T - D), D = rowsum(g out) - grad_lse,
   // grad_q = scale ds k, grad_k = scale ds^T q. The T_q x T_k weights exist then: the memory
   // bound of the fused node is lost.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
@@ -101,7 +112,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     scores.back() = n.input_shapes[1][rank - 2];
     const auto alpha = [&](const Shape& shape) { return e.factor(m_scale, shape); };
     const std::string lse_col = column(lse);
-    const std::string s = mul(matmul(q, t(k)), alpha(scores));
+    const std::string s = detail::onnx_flash_mask(e, n, 7, m_mask, mul(matmul(q, t(k)), alpha(scores)));
     // Max(lse, lowest): a row whose lse is -inf has weights exp(-inf) = 0, not exp(NaN).
     const std::string p = e.op("Exp", {e.op("Sub", {s, e.op("Max", {lse_col, e.lowest()})})});
     const std::string row_d = e.op("Sub", {e.op("ReduceSum", {mul(g, out), e.int64s({last})}, {{"keepdims", std::int64_t{1}}}),
@@ -109,16 +120,21 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const std::string ds = mul(p, e.op("Sub", {matmul(g, t(v)), row_d}));
     return {mul(matmul(ds, k), alpha(n.input_shapes[0])), mul(matmul(t(ds), q), alpha(n.input_shapes[1])), matmul(t(p), g)};
   }
-  std::size_t arity() const override { return 7; }
-  Json attrs() const override { return {{key_scale, m_scale}}; }
+  std::size_t arity() const override { return m_mask.key_mask ? 8 : 7; }
+  Json attrs() const override {
+    Json attrs = {{key_scale, m_scale}};
+    m_mask.write(attrs);
+    return attrs;
+  }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::vjp);
+    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::vjp, m_mask);
   }
 
-  // x: q, k, v, out, lse, grad_out, grad_lse.
+  // x: q, k, v, out, lse, grad_out, grad_lse[, key mask].
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
     detail::check_attention_scale(m_scale);
     const detail::AttentionDims d = detail::attention_dims(x[0], x[1], x[2]);
+    if (m_mask.key_mask) detail::check_key_mask(x[7], x[0], x[1], d);
     const Shape out = d.out_shape(), lse = d.lse_shape();
     if (x[3] != out || x[4] != lse || x[5] != out || x[6] != lse) {
       throw error("out is " + shape_str(x[3]) + ", lse " + shape_str(x[4]) + ", grad_out " + shape_str(x[5]) +
@@ -132,6 +148,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
   template <class T>
   void run_forward(const Args<T>& x, const Outs<T>& y) const {
     const detail::AttentionDims d = detail::attention_dims(shape_of(*x[0]), shape_of(*x[1]), shape_of(*x[2]));
+    const detail::FlashMaskRows<T> mask(d, m_mask.causal, m_mask.key_mask ? x[7] : nullptr);
     const T* q = x[0]->data();
     const T* k = x[1]->data();
     const T* v = x[2]->data();
@@ -169,8 +186,8 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
       for (std::size_t t = first; t < last; ++t) {
         const std::size_t j0 = t * flash_tile_k;
         flash_backward(q + b * q_size, k + b * k_size, v + b * v_size, lse + b * d.t_q, g + b * d.t_q * d.d_v,
-                       row_d + b * d.t_q, gq, grad_k + b * k_size, grad_v + b * v_size, d, alpha, j0,
-                       std::min(flash_tile_k, d.t_k - j0), p, p + bq * bk);
+                       row_d + b * d.t_q, gq, grad_k + b * k_size, grad_v + b * v_size, d, alpha, b, j0,
+                       std::min(flash_tile_k, d.t_k - j0), mask, p, p + bq * bk);
       }
     };
     if (by_batch) {
@@ -199,13 +216,15 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const Var<T>& k = a.x[1];
     const Var<T>& v = a.x[2];
     // The rule gives out and lse no gradient and q, k, v the derivative through them: right
-    // only when they are the outputs of flash_attention(q, k, v) at this scale.
+    // only when they are the outputs of flash_attention(q, k, v) at this scale and mask.
     const Node<T>& p = a.x[3].node();
-    const std::optional<double> scale_of_p = p.is_leaf() ? std::nullopt : flash_attention_scale(*p.op);
-    if (!scale_of_p || *scale_of_p != m_scale || a.x[4].id() != a.x[3].id() || a.x[3].output() != 0 ||
-        a.x[4].output() != 1 || p.inputs != std::vector<Slot>{q.slot(), k.slot(), v.slot()}) {
+    const std::optional<detail::FlashAttentionAttrs> of_p = p.is_leaf() ? std::nullopt : detail::flash_attention_attrs(*p.op);
+    std::vector<Slot> inputs = {q.slot(), k.slot(), v.slot()};
+    if (m_mask.key_mask) inputs.push_back(a.x[7].slot());
+    if (!of_p || of_p->scale != m_scale || !(of_p->mask == m_mask) || a.x[4].id() != a.x[3].id() ||
+        a.x[3].output() != 0 || a.x[4].output() != 1 || p.inputs != inputs) {
       throw error("flash_attention_vjp (node " + std::to_string(a.y.id()) + "): its second-order rule needs out and "
-                  "lse to be the outputs of flash_attention of the same q, k, v and scale; out is node " +
+                  "lse to be the outputs of flash_attention of the same q, k, v, scale and mask; out is node " +
                   std::to_string(a.x[3].id()) + " (" + p.op_name() + ")");
     }
     // flash_attention composed of ops, then its VJP for the seeds grad_out and grad_lse by the
@@ -217,8 +236,22 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const Var<T> k1 = scale(k, 1.0);
     const Var<T> v1 = scale(v, 1.0);
     const Var<T> scores = matmul(scale(q1, m_scale), k1, false, true);
-    const Var<T> out = matmul(softmax(scores, -1), v1);
-    const Var<T> lse_column = slice(add(scores, scale(log_softmax(scores, -1), -1.0)), -1, 0, 1);  // s - log softmax(s)
+    // The masks, as the composed attention: -inf before softmax. lse takes its own masked
+    // scores, filled with the lowest finite value: its log_softmax's column 0 would be
+    // -inf - (-inf) = NaN where key 0 is masked. The derivatives agree: exp(lowest - max) is 0,
+    // and apply_mask's VJP zeros every masked entry, a fully masked row's too.
+    Var<T> logits = scores, finite = scores;
+    const auto mask_with = [&](const Var<T>& allowed) {
+      logits = apply_mask(logits, allowed, -std::numeric_limits<double>::infinity());
+      finite = apply_mask(finite, allowed, static_cast<double>(std::numeric_limits<T>::lowest()));
+    };
+    if (m_mask.key_mask) mask_with(a.x[7]);
+    if (m_mask.causal) {
+      const detail::AttentionDims d = detail::attention_dims(q.shape(), k.shape(), v.shape());
+      mask_with(q.graph().constant("causal_mask", detail::causal_values<T>(d)));  // (T_q, T_k)
+    }
+    const Var<T> out = matmul(softmax(logits, -1), v1);
+    const Var<T> lse_column = slice(add(finite, scale(log_softmax(finite, -1), -1.0)), -1, 0, 1);  // s - log softmax(s)
     const Var<T> lse = reshape(lse_column, a.x[4].shape());
     const std::vector<Var<T>> grads = backward({out, lse}, {q1, k1, v1}, {a.x[5], a.x[6]}, sum, /*through_xs=*/false);
     const std::vector<Var<T>> wrt = {q, k, v, a.x[5], a.x[6]};
@@ -227,15 +260,15 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     // Each of backward's results is the whole gradient of its node: a node that is several of
     // the inputs (k = q, say) takes it at its first slot and zeros at the others, or the sum
     // the caller forms would count it twice. out and lse take zeros: the composition
-    // recomputes them.
+    // recomputes them; and the key mask: it has no gradient.
     const std::size_t slots[] = {0, 1, 2, 5, 6};  // the slots of q, k, v, grad_out, grad_lse
-    std::vector<Var<T>> result(7);
+    std::vector<Var<T>> result(arity());
     for (std::size_t i = 0; i < 5; ++i) {
       const std::size_t slot = slots[i];
       const bool first = std::none_of(slots, slots + i, [&](std::size_t s) { return a.x[s].slot() == a.x[slot].slot(); });
       if (a.wanted[slot] && first) result[slot] = second[i];
     }
-    for (std::size_t slot = 0; slot < 7; ++slot) {
+    for (std::size_t slot = 0; slot < result.size(); ++slot) {
       if (a.wanted[slot] && !result[slot].valid()) {
         result[slot] = zeros_like(a.x[slot]);
       }
@@ -245,26 +278,34 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
 
  private:
   double m_scale;
+  detail::FlashMaskAttrs m_mask;
 };
 
 }  // namespace
 
 template <class T>
 FlashGrads<T> flash_attention_vjp(const Var<T>& q, const Var<T>& k, const Var<T>& v, const Var<T>& out,
-                                  const Var<T>& lse, const Var<T>& grad_out, const Var<T>& grad_lse, double scale) {
-  const std::vector<Var<T>> grads = q.graph().apply_outputs(std::make_shared<FlashAttentionVjpOp>(scale),
-                                                            {q, k, v, out, lse, grad_out, grad_lse});
+                                  const Var<T>& lse, const Var<T>& grad_out, const Var<T>& grad_lse, double scale,
+                                  const FlashMask<T>& mask) {
+  std::vector<Var<T>> x = {q, k, v, out, lse, grad_out, grad_lse};
+  if (mask.key_mask.valid()) {
+    detail::check_one_graph<T>("flash_attention_vjp", {{"q", &q}, {"the key mask", &mask.key_mask}});
+    x.push_back(mask.key_mask);
+  }
+  const auto op = std::make_shared<FlashAttentionVjpOp>(scale, detail::FlashMaskAttrs::of(mask));
+  const std::vector<Var<T>> grads = q.graph().apply_outputs(op, x);
   return {grads[0], grads[1], grads[2]};
 }
 
 std::shared_ptr<const Op> make_flash_attention_vjp_op(const JsonCursor& attrs) {
-  attrs.check_object({key_scale});
-  return std::make_shared<FlashAttentionVjpOp>(attrs[key_scale].number());
+  attrs.check_object({key_scale}, {detail::flash_key_causal, detail::flash_key_key_mask});
+  return std::make_shared<FlashAttentionVjpOp>(attrs[key_scale].number(), detail::FlashMaskAttrs::read(attrs));
 }
 
 #define XGRAD_INSTANTIATE_FLASH_VJP(T)                                                                   \
   template FlashGrads<T> flash_attention_vjp(const Var<T>&, const Var<T>&, const Var<T>&, const Var<T>&, \
-                                             const Var<T>&, const Var<T>&, const Var<T>&, double);
+                                             const Var<T>&, const Var<T>&, const Var<T>&, double,         \
+                                             const FlashMask<T>&);
 XGRAD_INSTANTIATE_FLASH_VJP(float)
 XGRAD_INSTANTIATE_FLASH_VJP(double)
 #undef XGRAD_INSTANTIATE_FLASH_VJP

@@ -22,6 +22,7 @@
 #include <xgrad/ops/softmax_vjp.hpp>
 #include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
+#include <xgrad/ops/take_label.hpp>
 #include <xgrad/ops/transpose.hpp>
 
 namespace xgrad {
@@ -58,6 +59,8 @@ const Entry registry[] = {
     {"softmax_vjp", make_softmax_vjp_op},
     {"sum", make_sum_op},
     {"sum_to", make_sum_to_op},
+    {"take_label", make_take_label_op},
+    {"take_label_vjp", make_take_label_vjp_op},
     {"transpose", make_transpose_op},
     // and every row of ops/elementwise.def (relu, exp, add, div, ...)
 #define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX) {#NAME, make_##NAME##_op},

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes the PyTorch reference fixtures of the transformer building blocks (tests/ops/*_test.cpp,
-tests/lib/optim_test.cpp) as .npy files in tests/data/torch/, with Debian's python3-torch (1.13)
+tests/lib/optim_test.cpp, tests/lib/loss_test.cpp) as .npy files in tests/data/torch/, with Debian's python3-torch (1.13)
 in float64. Run from the repository root: /usr/bin/python3 tests/data/make_torch_fixtures.py
 
 Each part below is one function writing the files named after it (<part>_<what>.npy); the
@@ -206,6 +206,148 @@ def optim():
             save("optim_clip%d_g%d" % (k, i), p.grad)
     save("optim_clip_cases", torch.tensor(cases))
 
+
+@part
+def optim_groups():
+    """torch.optim.SGD, Adam and AdamW over 6 steps with two parameter groups (tests/lib/optim_test.cpp).
+
+    Three seeded parameters a (3, 4), b (5,), c (2, 3) and one seeded gradient per step and
+    parameter (optim_groups_grads_<p> (6, ...)); the groups are [a, c] with its own lr and
+    weight_decay and [b] taking the optimizer's defaults (AdamW: its lr, weight_decay 0):
+      sgd    SGD(lr 0.03, momentum 0.9, weight_decay 0.01),   group 0 lr 0.1,  weight_decay 0.05
+      adam   Adam(lr 0.01, betas 0.85, 0.98, eps 1e-7, weight_decay 0.02),
+                                                              group 0 lr 0.03, weight_decay 0.1
+      adamw  AdamW(lr 0.02, betas 0.9, 0.99, eps 1e-8, weight_decay 0.05),
+                                                              group 0 lr 0.05, weight_decay 0.2
+    The lr changes twice: before step 4 every group's becomes 0.01, before step 6 group 1's
+    becomes 0.004. optim_groups_<opt>_<p> (6, ...) are the parameters after every step;
+    optim_groups_<opt>_m_<p>, optim_groups_<opt>_v_<p> Adam's and AdamW's exp_avg and exp_avg_sq
+    after the last one."""
+    g = torch.Generator().manual_seed(23)
+    shapes = {"a": (3, 4), "b": (5,), "c": (2, 3)}
+    steps = 6
+    start = {p: torch.randn(s, generator=g) for p, s in shapes.items()}
+    grads = {p: torch.randn((steps,) + s, generator=g) * 0.5 for p, s in shapes.items()}
+    for p in shapes:
+        save("optim_groups_params_" + p, start[p])
+        save("optim_groups_grads_" + p, grads[p])
+    makers = {
+        "sgd": lambda a, b, c: torch.optim.SGD([{"params": [a, c], "lr": 0.1, "weight_decay": 0.05}, {"params": [b]}],
+                                               lr=0.03, momentum=0.9, weight_decay=0.01),
+        "adam": lambda a, b, c: torch.optim.Adam([{"params": [a, c], "lr": 0.03, "weight_decay": 0.1}, {"params": [b]}],
+                                                 lr=0.01, betas=(0.85, 0.98), eps=1e-7, weight_decay=0.02),
+        "adamw": lambda a, b, c: torch.optim.AdamW([{"params": [a, c], "lr": 0.05, "weight_decay": 0.2},
+                                                    {"params": [b], "weight_decay": 0.0}],
+                                                   lr=0.02, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.05),
+    }
+    for name, make in makers.items():
+        ps = {p: start[p].clone().requires_grad_(True) for p in shapes}
+        opt = make(ps["a"], ps["b"], ps["c"])
+        after = {p: [] for p in shapes}
+        for k in range(steps):
+            if k == 3:
+                for group in opt.param_groups:
+                    group["lr"] = 0.01
+            if k == 5:
+                opt.param_groups[1]["lr"] = 0.004
+            for p in shapes:
+                ps[p].grad = grads[p][k].clone()
+            opt.step()
+            for p in shapes:
+                after[p].append(ps[p].detach().clone())
+        for p in shapes:
+            save("optim_groups_%s_%s" % (name, p), torch.stack(after[p]))
+            if name != "sgd":
+                save("optim_groups_%s_m_%s" % (name, p), opt.state[ps[p]]["exp_avg"])
+                save("optim_groups_%s_v_%s" % (name, p), opt.state[ps[p]]["exp_avg_sq"])
+
+
+@part
+def cross_entropy():
+    """torch.nn.functional.cross_entropy with class-index targets, every option and their
+    combinations (tests/lib/loss_test.cpp). Inputs, the class axis last as xgrad has it:
+    logits "batch" (4, 5) with labels (4,), "seq" (2, 3, 5) with labels (2, 3) (torch gets the
+    logits as (2, 5, 3)), "single" (5,) with one label (); class weights (5,) in [0.5, 2); the
+    labels are saved as float64 (integers, exact), -100 where ignored ("batch_kept": batch's
+    labels with the ignored one made class 1, for the cases without ignore_index, whose
+    ignore_index torch gets as -1000, a value no label has). Each case of `cases`
+    below (name: input, ignore_index, weights, label_smoothing, reduction) writes
+    cross_entropy_<case>_loss and, w.r.t. the logits, cross_entropy_<case>_grad: of the loss for
+    mean and sum, of sum(loss * u) for none, with u cross_entropy_<input>_u of the labels' shape.
+    "all_ignored" cases have every label ignored (mean: NaN, gradient 0); "zero_weight" keeps
+    only labels of weight 0 (mean: 0 / 0, NaN, and a NaN gradient)."""
+    g = torch.Generator().manual_seed(36)
+    inputs = {
+        "batch": (torch.randn(4, 5, generator=g) * 2, torch.tensor([3, -100, 0, 3])),
+        "seq": (torch.randn(2, 3, 5, generator=g) * 2, torch.tensor([[1, 4, -100], [2, 2, 0]])),
+        "single": (torch.randn(5, generator=g) * 2, torch.tensor(4)),
+        "in_range": (torch.randn(4, 5, generator=g) * 2, torch.tensor([2, 1, 2, 4])),
+        "all_ignored": (torch.randn(3, 5, generator=g), torch.tensor([-100, -100, -100])),
+        "zero_weight": (torch.randn(3, 5, generator=g), torch.tensor([1, 1, -100])),
+    }
+    weights = torch.rand(5, generator=g) * 1.5 + 0.5
+    save("cross_entropy_weights", weights)
+    zero_weights = weights.clone()
+    zero_weights[1] = 0
+    save("cross_entropy_zero_weights", zero_weights)
+    upstream = {}
+    for name, (logits, labels) in inputs.items():
+        upstream[name] = torch.randn(labels.shape, generator=g)
+        save("cross_entropy_" + name + "_logits", logits)
+        save("cross_entropy_" + name + "_labels", labels.to(torch.float64))
+        save("cross_entropy_" + name + "_u", upstream[name])
+    # name: input, ignore_index (None: none, so torch gets a value no label has), weights
+    # ("w", "zero" or None), label_smoothing, reduction
+    cases = {
+        "plain_mean": ("batch_kept", None, None, 0.0, "mean"),
+        "plain_sum": ("batch_kept", None, None, 0.0, "sum"),
+        "plain_none": ("batch_kept", None, None, 0.0, "none"),
+        "ignore_mean": ("batch", -100, None, 0.0, "mean"),
+        "ignore_sum": ("batch", -100, None, 0.0, "sum"),
+        "ignore_none": ("batch", -100, None, 0.0, "none"),
+        "ignore_in_range_mean": ("in_range", 2, None, 0.0, "mean"),
+        "weights_mean": ("batch_kept", None, "w", 0.0, "mean"),
+        "weights_sum": ("batch_kept", None, "w", 0.0, "sum"),
+        "weights_none": ("batch_kept", None, "w", 0.0, "none"),
+        "weights_ignore_mean": ("batch", -100, "w", 0.0, "mean"),
+        "weights_ignore_none": ("batch", -100, "w", 0.0, "none"),
+        "smoothing_mean": ("batch_kept", None, None, 0.1, "mean"),
+        "smoothing_sum": ("batch_kept", None, None, 0.1, "sum"),
+        "smoothing_none": ("batch_kept", None, None, 0.1, "none"),
+        "smoothing_weights_mean": ("batch_kept", None, "w", 0.25, "mean"),
+        "smoothing_ignore_mean": ("batch", -100, None, 0.25, "mean"),
+        "smoothing_ignore_in_range_sum": ("in_range", 2, None, 0.3, "sum"),
+        "all_options_mean": ("batch", -100, "w", 0.2, "mean"),
+        "all_options_sum": ("batch", -100, "w", 0.2, "sum"),
+        "all_options_none": ("batch", -100, "w", 0.2, "none"),
+        "smoothing_one_mean": ("batch", -100, "w", 1.0, "mean"),
+        "seq_all_options_mean": ("seq", -100, "w", 0.15, "mean"),
+        "seq_all_options_none": ("seq", -100, "w", 0.15, "none"),
+        "seq_ignore_sum": ("seq", -100, None, 0.0, "sum"),
+        "single_mean": ("single", None, None, 0.0, "mean"),
+        "single_smoothing_weights_none": ("single", None, "w", 0.2, "none"),
+        "all_ignored_mean": ("all_ignored", -100, None, 0.0, "mean"),
+        "all_ignored_sum": ("all_ignored", -100, None, 0.0, "sum"),
+        "all_ignored_none": ("all_ignored", -100, None, 0.0, "none"),
+        "all_ignored_all_options_mean": ("all_ignored", -100, "w", 0.2, "mean"),
+        "zero_weight_mean": ("zero_weight", -100, "zero", 0.0, "mean"),
+        "zero_weight_smoothing_mean": ("zero_weight", -100, "zero", 0.2, "mean"),
+    }
+    # "batch_kept": batch with its ignored label made class 1, for the cases without ignore_index.
+    kept = torch.where(inputs["batch"][1] == -100, torch.tensor(1), inputs["batch"][1])
+    save("cross_entropy_batch_kept_labels", kept.to(torch.float64))
+    for name, (which, ignore_index, w, eps, reduction) in cases.items():
+        source = "batch" if which == "batch_kept" else which
+        logits = inputs[source][0].clone().requires_grad_(True)
+        labels = kept if which == "batch_kept" else inputs[source][1]
+        torch_logits = logits.movedim(-1, 1) if logits.dim() > 2 else logits
+        loss = torch.nn.functional.cross_entropy(
+            torch_logits, labels, weight={"w": weights, "zero": zero_weights, None: None}[w],
+            ignore_index=-1000 if ignore_index is None else ignore_index, reduction=reduction,
+            label_smoothing=eps)
+        (grad,) = torch.autograd.grad(loss, logits, upstream[source] if reduction == "none" else torch.ones(()))
+        save("cross_entropy_" + name + "_loss", loss)
+        save("cross_entropy_" + name + "_grad", grad)
 
 if __name__ == "__main__":
     torch.set_default_dtype(torch.float64)

@@ -100,9 +100,9 @@ BOOST_AUTO_TEST_CASE(set_value_refuses_another_kind_or_shape) {
   check_error([&] { g.set_value(pad, xt::xarray<double>{1, 0}); },
               {"set_value: node 0 ('pad') is a mask leaf: its new value is a bool mask (xt::xarray<bool>), not float64 values"});
   check_error([&] { g.set_value(x, xt::xarray<bool>{true, false}); },
-              {"set_value: node 1 ('x') is a input leaf: its new value is float64 values", "not a bool mask"});
+              {"set_value: node 1 ('x') is an input leaf: its new value is float64 values", "not a bool mask"});
   check_error([&] { g.set_value(ids, xt::xarray<bool>{true, false}); },
-              {"node 2 ('ids') is a indices leaf: its new value is int64 indices", "not a bool mask"});
+              {"node 2 ('ids') is an index leaf: its new value is int64 indices", "not a bool mask"});
   check_error([&] { g.set_value(pad, xt::xarray<bool>{true, false, true}); },
               {"set_value: node 0 ('pad') is a mask of shape (2,), the new mask is (3,)"});
   check_error([&] { g.set_value(add(x, x), xt::xarray<bool>{true, false}); }, {"only leaves"});
@@ -156,12 +156,43 @@ BOOST_AUTO_TEST_CASE(multi_head_attention_takes_a_mask_leaf) {
   // (B, T_q, T_k) meets the heads axis with its B: both shapes named, and what to use instead.
   check_error([&] { multi_head_attention(x, x, p, 2, padding_mask(lengths, t, t)); },
               {"the mask (3, 4, 4) does not broadcast to the scores (3, 2, 4, 4)", "key_padding_mask"});
-  const auto wrong = g.mask("wrong", xt::xarray<bool>(xt::ones<bool>({b, t, t})));
+  const auto wrong = g.mask("wrong", xt::xarray<bool>(xt::ones<bool>(Shape{b, t, t})));
   check_error([&] { multi_head_attention(x, x, p, 2, wrong); }, {"the mask (3, 4, 4) does not broadcast"});
   Graph<double> other;
   const auto alien = other.mask("alien", key_padding_mask(lengths, t));
   check_error([&] { multi_head_attention(x, x, p, 2, alien); }, {"mask (node 0) belongs to another graph than x_q"});
   check_error([&] { multi_head_attention(x, x, p, 2, Var<double>()); }, {"multi_head_attention: mask is an empty Var"});
+}
+
+BOOST_AUTO_TEST_CASE(multi_head_attention_fused_takes_key_padding_and_causal_masks) {
+  // The fused block against the composed one: a key-padding mask leaf (a sequence of length 0
+  // included: rows of no allowed key), the fixed causal mask, and a new mask after a replay.
+  const std::size_t b = 3, t = 6, d = 8;
+  Graph<double> g;
+  const auto x = g.input("x", random_array<double>({b, t, d}, 7));
+  const auto p = attention_params(g, d, 13);
+  const auto pad = g.mask("pad", key_padding_mask({6, 0, 2}, t));
+  const auto fused = multi_head_attention(x, x, p, 2, pad, AttentionImpl::fused);
+  const auto composed = multi_head_attention(x, x, p, 2, pad);
+  const auto causal_fused = multi_head_attention(x, x, p, 2, causal_mask(t, t), AttentionImpl::fused);
+  const auto causal_composed = multi_head_attention(x, x, p, 2, causal_mask(t, t));
+  const auto gf = grad(sum(mul(fused, fused)), {x, p.w_q, p.w_k, p.w_v});
+  const auto gc = grad(sum(mul(composed, composed)), {x, p.w_q, p.w_k, p.w_v});
+  const auto gcf = grad(sum(mul(causal_fused, causal_fused)), {x, p.w_k});
+  const auto gcc = grad(sum(mul(causal_composed, causal_composed)), {x, p.w_k});
+  for (int round = 0; round < 2; ++round) {
+    BOOST_TEST(xt::amax(xt::abs(fused.value() - composed.value()))() <= 1e-13);
+    BOOST_TEST(xt::amax(xt::abs(causal_fused.value() - causal_composed.value()))() <= 1e-13);
+    for (std::size_t i = 0; i < gf.size(); ++i) BOOST_TEST(xt::amax(xt::abs(gf[i].value() - gc[i].value()))() <= 1e-12);
+    for (std::size_t i = 0; i < gcf.size(); ++i) BOOST_TEST(xt::amax(xt::abs(gcf[i].value() - gcc[i].value()))() <= 1e-12);
+    g.set_value(pad, key_padding_mask({1, 5, 6}, t));
+    g.replay();
+  }
+  // Any other mask with fused: what it takes, named.
+  const auto full = g.mask("full", xt::xarray<bool>(xt::ones<bool>(Shape{b, 1, t, t})));
+  check_error([&] { multi_head_attention(x, x, p, 2, full, AttentionImpl::fused); },
+              {"multi_head_attention: fused attention: the mask (3, 1, 6, 6) is no key-padding mask for the scores (3, 2, 6, 6)",
+               "(B..., 1, T_k)", "AttentionImpl::composed"});
 }
 
 BOOST_AUTO_TEST_CASE(key_padding_mask_shape_and_values) {

@@ -86,8 +86,8 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
   check_error([&] { multi_head_attention(x, x, p, 3); }, {"3 heads do not divide d_model = 4"});
   check_error([&] { multi_head_attention(flat, x, p, 2); }, {"x_q is (3, 4), x_kv is (2, 3, 4)"});
   check_error([&] { multi_head_attention(x, x, small, 2); }, {"w_q is (2, 2), expected (4, 4)"});
-  check_error([&] { multi_head_attention(x, x, p, 2, causal_mask(3, 3), AttentionImpl::fused); },
-              {"multi_head_attention: the fused attention takes no mask"});
+  check_error([&] { multi_head_attention(x, x, p, 2, padding_mask({3, 1}, 3, 3, true), AttentionImpl::fused); },
+              {"multi_head_attention: the fused attention takes causal_mask(3, 3) as its fixed mask, not this (2, 1, 3, 3) mask"});
 }
 
 // Issue 15 (class 8): every check before the first node. A Var of another graph, a mask that

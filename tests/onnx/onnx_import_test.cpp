@@ -138,7 +138,8 @@ BOOST_AUTO_TEST_CASE(a_padding_mask_given_at_run_time_matches_pytorch) {
   // Without padding the second sequence's first three outputs change.
   const Var<float> pad = leaf_named(*g, "pad");
   const xt::xarray<float> padded = g->var(g->outputs().at("y")).value();
-  g->set_value(pad, xt::xarray<float>(xt::zeros<float>({2, 5})));
+  BOOST_TEST(pad.node().mask_leaf);  // issue 36: a bool graph input is a mask leaf
+  g->set_value(pad, xt::xarray<bool>(xt::zeros<bool>({2, 5})));
   g->replay();
   const xt::xarray<float> unpadded = g->var(g->outputs().at("y")).value();
   BOOST_TEST(unpadded(0, 0, 0) == padded(0, 0, 0));  // the first sequence had no padding
@@ -369,7 +370,8 @@ BOOST_AUTO_TEST_CASE(bool_inputs_are_masks_given_at_run_time) {
   BOOST_TEST(g->grads().count("m") == 0u);  // a mask has no gradient
   // A new mask, replayed.
   const Var<float> mask = leaf_named(*g, "m");
-  g->set_value(mask, xt::xarray<float>{{1, 1, 1}, {0, 0, 0}});
+  BOOST_TEST(mask.node().mask_leaf);
+  g->set_value(mask, xt::xarray<bool>{{true, true, true}, {false, false, false}});
   g->replay();
   BOOST_TEST((g->var(g->outputs().at("y")).value() == xt::xarray<float>{{-1e9f, -1e9f, -1e9f}, {4, 5, 6}}));
   // A bool output is refused.

@@ -5,6 +5,9 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
+#include <xgrad/graph/backward.hpp>
+#include <xgrad/lib/onnx_export.hpp>
+#include <xgrad/lib/onnx_import.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
 
 namespace {
@@ -38,6 +41,18 @@ double relative_error(const xt::xarray<T>& a, const xt::xarray<T>& b) {
   return scale > 0 ? diff / scale : diff;
 }
 
+// relative_error of the finite elements, where a and b have the same infinities (else +inf);
+// NaN anywhere gives NaN.
+template <class T>
+double relative_error_with_infinities(const xt::xarray<T>& a, const xt::xarray<T>& b) {
+  if (xt::any(xt::isnan(a)) || xt::any(xt::isnan(b))) return std::nan("");
+  if (!(xt::isinf(a) == xt::isinf(b)) || !(xt::where(xt::isinf(a), a, T(0)) == xt::where(xt::isinf(b), b, T(0)))) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const auto finite = [](const xt::xarray<T>& x) { return xt::xarray<T>(xt::where(xt::isinf(x), T(0), x)); };
+  return relative_error(finite(a), finite(b));
+}
+
 // out and the gradients of sum(r * out) of both implementations, in one graph each.
 template <class T>
 void check_agreement(const Case& c, std::uint64_t seed, double tol) {
@@ -69,6 +84,135 @@ const Case cases[] = {
     {{2, 1, 3}, 3, 1, 2, 5, 1},   // three batch axes, one of size 1, T_k = 1
     {{1}, 300, 700, 16, 24, 1},   // several query and key tiles, partial last tiles
     {{2}, 513, 257, 9, 1, 2},     // a query tile boundary + 1, d_v = 1
+};
+
+// A masked case: shapes, the causal flag, and the key mask's shape ({} for none). The key
+// mask's rows (each over T_k): row 0 forbids every key when empty_row is set, odd rows are
+// padding (a prefix of allowed keys, the rest forbidden), even rows have holes (1 in 4 forbidden).
+struct MaskedCase {
+  Shape batch;
+  std::size_t t_q, t_k, d_k, d_v;
+  bool causal;
+  Shape key_shape;
+  bool empty_row;
+};
+
+std::string str(const MaskedCase& c) {
+  return str(Case{c.batch, c.t_q, c.t_k, c.d_k, c.d_v, 1}) + (c.causal ? ", causal" : "") +
+         (c.key_shape.empty() ? "" : ", key mask " + shape_str(c.key_shape)) + (c.empty_row ? ", an empty row" : "");
+}
+
+xt::xarray<bool> key_mask_of(const MaskedCase& c, std::uint64_t seed) {
+  xt::xarray<bool> m = xt::xarray<bool>::from_shape(c.key_shape);
+  std::mt19937_64 rng(seed);
+  const std::size_t rows = m.size() / c.t_k;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t length = c.t_k * (r + 1) / (rows + 1) + 1;  // of an odd row's prefix
+    for (std::size_t j = 0; j < c.t_k; ++j) {
+      m.data()[r * c.t_k + j] = c.empty_row && r == 0 ? false : r % 2 == 1 ? j < length : rng() % 4 != 0;
+    }
+  }
+  return m;
+}
+
+// The gradients w.r.t. xs of the ys with these seeds, summed (graph/backward.hpp).
+template <class T>
+std::vector<Var<T>> grads_of(const std::vector<Var<T>>& ys, const std::vector<Var<T>>& xs, const std::vector<Var<T>>& seeds) {
+  const Accumulate<T> sum = sum_contributions<T>;
+  return backward(ys, xs, seeds, sum);
+}
+
+Shape lse_shape(const Shape& batch, std::size_t t_q) {
+  Shape s = batch;
+  s.push_back(t_q);
+  return s;
+}
+
+// out, lse and the gradients w.r.t. q, k, v of sum(r * out) + sum(h * lse), in one graph: the
+// fused node, or the composition softmax(apply_mask(scores, mask, -inf)) v with
+// lse = m + log(sum(exp(masked - m)) + z), m each row's largest allowed score (0 if none) and
+// z = 1 on a row of no allowed key (0 elsewhere), whose gradient is then exactly 0. On such a
+// row the composed lse is 0 where the fused one is -inf. The composed results end with z.
+template <class T>
+std::vector<xt::xarray<T>> masked_results(const MaskedCase& c, bool fused, std::uint64_t seed, double stddev = 1) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  Graph<T> g;
+  const auto q = g.input("q", random_array<T>(with(c.batch, c.t_q, c.d_k), seed, stddev));
+  const auto k = g.input("k", random_array<T>(with(c.batch, c.t_k, c.d_k), seed + 1, stddev));
+  const auto v = g.input("v", random_array<T>(with(c.batch, c.t_k, c.d_v), seed + 2));
+  const auto r = g.constant("r", random_array<T>(with(c.batch, c.t_q, c.d_v), seed + 3));
+  const auto h = g.constant("h", random_array<T>(lse_shape(c.batch, c.t_q), seed + 4));
+  const Var<T> key_mask = c.key_shape.empty() ? Var<T>() : g.mask("key_mask", key_mask_of(c, seed + 5));
+  const double alpha = 0.7;
+  Var<T> out, lse;
+  xt::xarray<T> z;
+  if (fused) {
+    const auto f = xgrad::flash_attention(q, k, v, alpha, FlashMask<T>{c.causal, key_mask});
+    out = f.out;
+    lse = f.lse;
+  } else {
+    Var<T> masked = matmul(scale(q, alpha), k, false, true);
+    if (key_mask.valid()) masked = apply_mask(masked, key_mask, -inf);
+    if (c.causal) masked = apply_mask(masked, g.constant("causal", xt::cast<T>(causal_mask(c.t_q, c.t_k))), -inf);
+    out = matmul(softmax(masked, -1), v);
+    Shape column = with(c.batch, c.t_q, 1);
+    xt::xarray<T> m = xt::zeros<T>(column);
+    z = xt::ones<T>(column);
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      for (std::size_t j = 0; j < c.t_k; ++j) {
+        const T s = masked.value().data()[i * c.t_k + j];
+        if (s == -inf) continue;
+        m.data()[i] = z.data()[i] != 0 ? s : std::max(m.data()[i], s);
+        z.data()[i] = 0;
+      }
+    }
+    const auto mc = g.constant("m", m), zc = g.constant("z", z);
+    lse = reshape(add(mc, log(add(sum(exp(sub(masked, mc)), {-1}, true), zc))), lse_shape(c.batch, c.t_q));
+  }
+  std::vector<xt::xarray<T>> values = {out.value(), lse.value()};
+  for (const auto& gr : grads_of<T>({out, lse}, {q, k, v}, {r, h})) values.push_back(gr.value());
+  if (!fused) values.push_back(z);
+  return values;
+}
+
+// The fused results against the composed ones, relative error at most tol; lse -inf exactly on
+// the rows of no allowed key (composed: z = 1 there), no NaN anywhere. Returns the largest error.
+template <class T>
+double check_masked_agreement(const MaskedCase& c, std::uint64_t seed, double tol, double stddev = 1) {
+  const auto fused = masked_results<T>(c, true, seed, stddev);
+  auto composed = masked_results<T>(c, false, seed, stddev);
+  const xt::xarray<T> empty_rows = composed.back();  // z
+  std::size_t empty = 0;
+  for (std::size_t i = 0; i < empty_rows.size(); ++i) {
+    const bool is_empty = empty_rows.data()[i] != 0;
+    empty += is_empty;
+    BOOST_TEST((fused[1].data()[i] == -std::numeric_limits<T>::infinity()) == is_empty,
+               str(c) << ": row " << i << (is_empty ? " allows no key" : " allows keys") << ", lse is " << fused[1].data()[i]);
+    if (is_empty) composed[1].data()[i] = -std::numeric_limits<T>::infinity();
+  }
+  const char* names[] = {"out", "lse", "grad_q", "grad_k", "grad_v"};
+  double worst = 0;
+  for (std::size_t i = 0; i < 5; ++i) {
+    const double e = relative_error_with_infinities(fused[i], composed[i]);  // NaN fails too
+    BOOST_TEST(e <= tol, str(c) << ": " << names[i] << " differs by " << e << " (relative), more than " << tol);
+    worst = std::max(worst, e);
+  }
+  BOOST_TEST_MESSAGE(str(c) << ": " << empty << " rows of no allowed key; worst relative difference " << worst);
+  return worst;
+}
+
+const MaskedCase masked_cases[] = {
+    {{}, 7, 7, 3, 2, true, {}, false},                // causal, T_q = T_k
+    {{2}, 5, 9, 4, 3, true, {}, false},               // causal, T_q < T_k
+    {{2}, 9, 5, 4, 3, true, {}, false},               // causal, T_q > T_k: the first 4 rows see no key
+    {{3}, 4, 6, 5, 2, false, {3, 1, 6}, true},        // key mask (B, 1, T_k), one empty sequence
+    {{3, 2}, 5, 7, 3, 4, false, {3, 1, 1, 7}, true},  // (B, 1, 1, T_k) over heads
+    {{2, 2}, 6, 6, 2, 2, false, {2, 1, 6}, false},    // (H, 1, T_k) against (B, H, ...): the first axis 1
+    {{2}, 6, 8, 3, 3, true, {1, 8}, false},           // both, the key mask (1, T_k) for every batch index
+    {{3}, 8, 5, 3, 3, true, {3, 1, 5}, true},         // both, T_q > T_k
+    {{1}, 600, 1100, 8, 5, true, {}, false},          // causal over 3 query and 3 key tiles, T_q < T_k
+    {{2}, 700, 530, 6, 4, true, {2, 1, 530}, true},   // both over tiles, T_q > T_k: 170 rows see no key
+    {{3}, 300, 1300, 5, 3, false, {3, 1, 1300}, false},  // padding that skips key tiles (row 1: 651 keys)
 };
 
 }  // namespace
@@ -206,8 +350,8 @@ BOOST_AUTO_TEST_CASE(second_order_needs_out_and_lse_of_the_same_inputs) {
   const auto other_lse = g.input("other_lse", random_array<double>({2}, 47));
   const auto y = xgrad::flash_attention_vjp(q, k, v, other, other_lse, other, other_lse, 1.0);
   check_error([&] { grad(y.grad_q, {q}); }, {"flash_attention_vjp (node 5): its second-order rule needs out and "
-                                             "lse to be the outputs of flash_attention of the same q, k, v and scale; "
-                                             "out is node 3 (input)"});
+                                             "lse to be the outputs of flash_attention of the same q, k, v, scale and "
+                                             "mask; out is node 3 (input)"});
   const auto at_another_scale = xgrad::flash_attention(q, k, v, 0.5);
   const auto& [out, lse] = at_another_scale;
   check_error([&] { grad(xgrad::flash_attention_vjp(q, k, v, out, lse, out, lse, 1.0).grad_k, {q}); },
@@ -390,6 +534,341 @@ BOOST_AUTO_TEST_CASE(d_k_zero_with_an_explicit_scale_is_a_uniform_average) {
   const auto [out, lse] = xgrad::flash_attention(q, k, v, 1.0);
   check_ulps(out.value(), matrix<double>({{6}, {6}}), 4);
   check_ulps(lse.value(), xt::xarray<double>{std::log(3.0), std::log(3.0)}, 4);
+}
+
+// Masks (issue 36): the fused node against softmax(apply_mask(scores, mask, -inf)) v.
+
+BOOST_AUTO_TEST_CASE(masked_agrees_with_the_composed_graph_in_float64) {
+  std::uint64_t seed = 300;
+  double worst = 0;
+  for (const MaskedCase& c : masked_cases) worst = std::max(worst, check_masked_agreement<double>(c, seed += 10, 1e-12));
+  for (const MaskedCase& c : masked_cases) {  // saturated rows
+    if (c.t_q * c.t_k < 1000) worst = std::max(worst, check_masked_agreement<double>(c, seed += 10, 1e-12, 3.0));
+  }
+  BOOST_TEST_MESSAGE("masked, float64: worst relative difference " << worst);
+}
+
+BOOST_AUTO_TEST_CASE(masked_agrees_with_the_composed_graph_in_float32) {
+  std::uint64_t seed = 400;
+  double worst = 0;
+  for (const MaskedCase& c : masked_cases) worst = std::max(worst, check_masked_agreement<float>(c, seed += 10, 1e-5));
+  BOOST_TEST_MESSAGE("masked, float32: worst relative difference " << worst);
+}
+
+BOOST_AUTO_TEST_CASE(masked_agrees_on_random_shapes) {
+  std::mt19937_64 rng(17);
+  const auto pick = [&](std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(rng); };
+  for (int i = 0; i < 40; ++i) {
+    Shape batch(pick(0, 2));
+    for (auto& b : batch) b = pick(1, 3);
+    MaskedCase c{batch, pick(1, 20), pick(1, 20), pick(1, 6), pick(1, 6), pick(0, 1) == 1, {}, false};
+    if (pick(0, 2) != 0) {  // a key mask of the batch axes or some of them, each 1 or equal
+      c.key_shape = Shape(batch.begin() + static_cast<long>(pick(0, batch.size())), batch.end());
+      for (auto& b : c.key_shape) b = pick(0, 1) ? b : 1;
+      c.key_shape.insert(c.key_shape.end(), {1, c.t_k});
+      c.empty_row = pick(0, 3) == 0;
+    }
+    check_masked_agreement<double>(c, 500 + static_cast<std::uint64_t>(i), 1e-12);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(masked_gradcheck_in_float64) {
+  // The causal mask and a key mask with holes; then T_q > T_k, whose first rows see no key (lse
+  // -inf there: finite differences only of out).
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({2, 4, 3}, 70));
+  const auto k = g.input("k", random_array<double>({2, 4, 3}, 71));
+  const auto v = g.input("v", random_array<double>({2, 4, 2}, 72));
+  const auto key_mask = g.mask("key_mask", xt::xarray<bool>{{{true, false, true, true}}, {{true, true, false, true}}});
+  for (const bool causal : {false, true}) {
+    const auto f = xgrad::flash_attention(q, k, v, 0.6, FlashMask<double>{causal, key_mask});
+    check_gradients(f.out, {q, k, v});
+    check_gradients(f.lse, {q, k, v});
+  }
+  const auto q6 = g.input("q6", random_array<double>({2, 6, 3}, 73));
+  const auto f = xgrad::flash_attention(q6, k, v, 0.6, FlashMask<double>{true, key_mask});
+  BOOST_TEST(f.lse.value()(0, 0) == -std::numeric_limits<double>::infinity());
+  check_gradients(f.out, {q6, k, v});
+}
+
+BOOST_AUTO_TEST_CASE(rows_of_no_allowed_key_pass_exact_zeros) {
+  // Sequence 0 has every key masked, and with the causal mask the first rows of T_q > T_k see
+  // none: out 0, lse -inf, and every gradient through those rows exactly 0 (k and v get the
+  // whole gradient from the other rows only, so of sequence 0 exactly 0).
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({2, 5, 3}, 80));
+  const auto k = g.input("k", random_array<double>({2, 3, 3}, 81));
+  const auto v = g.input("v", random_array<double>({2, 3, 2}, 82));
+  const auto key_mask = g.mask("key_mask", xt::xarray<bool>{{{false, false, false}}, {{true, true, true}}});
+  const auto f = xgrad::flash_attention(q, k, v, 1.0, FlashMask<double>{true, key_mask});
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto grads = grads_of<double>({f.out, f.lse}, {q, k, v},
+                                     {g.constant("r", random_array<double>({2, 5, 2}, 83)), g.constant("h", random_array<double>({2, 5}, 84))});
+  for (std::size_t i = 0; i < 5; ++i) {
+    const bool none = i < 2;  // row i sees keys j <= i - 2 in sequence 1, none in sequence 0
+    BOOST_TEST(f.lse.value()(0, i) == -inf);
+    BOOST_TEST((f.lse.value()(1, i) == -inf) == none);
+    for (std::size_t c = 0; c < 2; ++c) BOOST_TEST(f.out.value()(0, i, c) == 0.0);
+    for (std::size_t c = 0; c < 3; ++c) {
+      BOOST_TEST(grads[0].value()(0, i, c) == 0.0);
+      if (none) BOOST_TEST(grads[0].value()(1, i, c) == 0.0);
+    }
+  }
+  BOOST_TEST(xt::all(xt::equal(xt::view(grads[1].value(), 0), 0.0)));
+  BOOST_TEST(xt::all(xt::equal(xt::view(grads[2].value(), 0), 0.0)));
+  for (const auto& gr : grads) BOOST_TEST(!xt::any(xt::isnan(gr.value())));
+}
+
+BOOST_AUTO_TEST_CASE(skipped_tiles_are_not_read) {
+  // NaN in v where whole key tiles are masked: the fused node never reads them, so the rows that
+  // only see earlier tiles stay finite, forward and backward (the composed graph's 0 * NaN would
+  // be NaN). Causal, T = 1100: query rows below 512 see key tile 0 only.
+  const std::size_t t = 1100;
+  xt::xarray<double> vv = random_array<double>({t, 2}, 90);
+  for (std::size_t j = 512; j < t; ++j) vv(j, 0) = std::nan("");
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({t, 3}, 91));
+  const auto k = g.input("k", random_array<double>({t, 3}, 92));
+  const auto v = g.input("v", vv);
+  const auto f = xgrad::flash_attention(q, k, v, 0.5, FlashMask<double>{true, {}});
+  const auto grads = grad(f.out, {q, k, v});
+  BOOST_TEST(!xt::any(xt::isnan(xt::view(f.out.value(), xt::range(0, 512)))));
+  BOOST_TEST(xt::any(xt::isnan(xt::view(f.out.value(), xt::range(512, t)))));
+  BOOST_TEST(!xt::any(xt::isnan(xt::view(grads[0].value(), xt::range(0, 512)))));
+  // A padding mask of 100 keys: no row reads key tiles 1 and 2.
+  Graph<double> h;
+  const auto q2 = h.input("q", random_array<double>({2, 40, 3}, 93));
+  const auto k2 = h.input("k", random_array<double>({2, t, 3}, 94));
+  xt::xarray<double> v2 = random_array<double>({2, t, 2}, 95);
+  for (std::size_t j = 512; j < t; ++j) v2(1, j, 1) = std::nan("");
+  xt::xarray<bool> pad = xt::zeros<bool>(Shape{2, 1, t});
+  for (std::size_t j = 0; j < 100; ++j) pad(0, 0, j) = pad(1, 0, j) = true;
+  const auto vv2 = h.input("v", v2);
+  const auto masked = xgrad::flash_attention(q2, k2, vv2, 0.5, FlashMask<double>{false, h.mask("pad", pad)});
+  BOOST_TEST(!xt::any(xt::isnan(masked.out.value())));
+  for (const auto& gr : grad(masked.out, {q2, k2, vv2})) BOOST_TEST(!xt::any(xt::isnan(gr.value())));
+}
+
+BOOST_AUTO_TEST_CASE(masked_second_order_is_the_composed_graphs) {
+  // y = sum(r * grad_x), grad_x the gradient of sum(s * out), against the composed masked
+  // attention; causal, T_q > T_k (a row of no key) and a key mask with an empty sequence.
+  const xt::xarray<bool> pad{{{false, false, false, false}}, {{true, false, true, true}}};
+  std::vector<xt::xarray<double>> values[2];
+  for (const bool fused : {false, true}) {
+    Graph<double> g;
+    const auto q = g.input("q", random_array<double>({2, 5, 2}, 100));
+    const auto k = g.input("k", random_array<double>({2, 4, 2}, 101));
+    const auto v = g.input("v", random_array<double>({2, 4, 3}, 102));
+    const auto s = g.input("s", random_array<double>({2, 5, 3}, 103));
+    const auto key_mask = g.mask("key_mask", pad);
+    Var<double> out;
+    if (fused) {
+      out = xgrad::flash_attention(q, k, v, 0.8, FlashMask<double>{true, key_mask}).out;
+    } else {
+      const double inf = std::numeric_limits<double>::infinity();
+      const auto masked = apply_mask(apply_mask(matmul(scale(q, 0.8), k, false, true), key_mask, -inf),
+                                     g.constant("causal", xt::cast<double>(causal_mask(5, 4))), -inf);
+      out = matmul(softmax(masked, -1), v);
+    }
+    const auto first = grad(out, {q, k, v}, s);
+    if (fused) {
+      for (std::size_t i = 0; i < 3; ++i) check_gradients(first[i], {q, k, v, s});
+    }
+    for (std::size_t i = 0; i < 3; ++i) {
+      const xt::xarray<double> r = random_array<double>(shape_of(first[i].value()), 104 + i);
+      for (const auto& second : grad(first[i], {q, k, v, s}, r)) values[fused].push_back(second.value());
+    }
+  }
+  for (std::size_t i = 0; i < values[0].size(); ++i) {
+    const double e = relative_error(values[1][i], values[0][i]);
+    BOOST_TEST(e <= 1e-12, "second-order gradient " << i << " differs by " << e);
+    BOOST_TEST(!xt::any(xt::isnan(values[1][i])));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(masked_second_order_through_grad_lse) {
+  // The VJP node's own gradients, w.r.t. grad_out and grad_lse too, by finite differences; the
+  // key mask is a node of 1 and 0 here (not a leaf), which gets zeros.
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({2, 3, 2}, 110));
+  const auto k = g.input("k", random_array<double>({2, 4, 2}, 111));
+  const auto v = g.input("v", random_array<double>({2, 4, 2}, 112));
+  const auto go = g.input("go", random_array<double>({2, 3, 2}, 113));
+  const auto gl = g.input("gl", random_array<double>({2, 3}, 114));
+  const auto key_mask = g.input("key_mask", xt::xarray<double>{{{1, 0, 1, 1}}, {{0, 1, 1, 0}}});
+  const FlashMask<double> mask{true, key_mask};
+  const auto f = xgrad::flash_attention(q, k, v, 0.9, mask);
+  const auto own = xgrad::flash_attention_vjp(q, k, v, f.out, f.lse, go, gl, 0.9, mask);
+  for (const auto& y : {own.grad_q, own.grad_k, own.grad_v}) check_gradients(y, {q, k, v, go, gl});
+  const auto through_mask = grad(own.grad_q, {key_mask, q});
+  BOOST_TEST(xt::all(xt::equal(through_mask[0].value(), 0.0)));
+  BOOST_TEST(xt::all(xt::equal(grad(f.out, {key_mask})[0].value(), 0.0)));
+}
+
+BOOST_AUTO_TEST_CASE(replays_a_new_key_mask) {
+  // A mask leaf replaced per batch: the replayed graph (out and gradients) is a fresh build's.
+  const xt::xarray<double> qv = random_array<double>({2, 2, 6, 3}, 120), kv = random_array<double>({2, 2, 9, 3}, 121),
+                           vv = random_array<double>({2, 2, 9, 4}, 122);
+  xt::xarray<bool> first = xt::ones<bool>({2, 1, 1, 9}), second = xt::ones<bool>({2, 1, 1, 9});
+  for (std::size_t j = 4; j < 9; ++j) first(1, 0, 0, j) = false;
+  for (std::size_t j = 0; j < 9; ++j) second(0, 0, 0, j) = j % 3 == 0;
+  const auto build = [&](Graph<double>& g, const xt::xarray<bool>& pad) {
+    const auto q = g.input("q", qv), k = g.input("k", kv), v = g.input("v", vv);
+    const auto key_mask = g.mask("pad", pad);
+    const auto out = xgrad::flash_attention(q, k, v, 0.5, FlashMask<double>{true, key_mask}).out;
+    std::vector<Var<double>> all = {out};
+    for (const auto& gr : grad(out, {q, k, v})) all.push_back(gr);
+    return std::make_pair(key_mask, all);
+  };
+  Graph<double> g, fresh;
+  const auto [pad, vars] = build(g, first);
+  const auto before = vars[0].value();
+  g.set_value(pad, second);
+  g.replay();
+  const auto [unused, expected] = build(fresh, second);
+  for (std::size_t i = 0; i < vars.size(); ++i) BOOST_TEST(vars[i].value() == expected[i].value(), "value " << i);
+  BOOST_TEST(!(before == vars[0].value()));
+}
+
+BOOST_AUTO_TEST_CASE(mask_attrs_round_trip) {
+  Graph<double> g;
+  const auto q = g.input("q", random_array<double>({2, 3, 2}, 130));
+  const auto k = g.input("k", random_array<double>({2, 4, 2}, 131));
+  const auto v = g.input("v", random_array<double>({2, 4, 2}, 132));
+  const auto pad = g.mask("pad", xt::xarray<bool>{{{true, true, false, true}}, {{false, true, true, true}}});
+  const auto both = xgrad::flash_attention(q, k, v, 0.5, FlashMask<double>{true, pad});
+  const auto causal = xgrad::flash_attention(q, k, v, 0.5, FlashMask<double>{true, {}});
+  const auto keys = xgrad::flash_attention(q, k, v, 0.5, FlashMask<double>{false, pad});
+  const auto plain = xgrad::flash_attention(q, k, v, 0.5);
+  check_attrs_round_trip(both.out, "flash_attention", R"({"scale":0.5,"causal":true,"key_mask":true})");
+  check_attrs_round_trip(causal.out, "flash_attention", R"({"scale":0.5,"causal":true})");
+  check_attrs_round_trip(keys.out, "flash_attention", R"({"scale":0.5,"key_mask":true})");
+  check_attrs_round_trip(plain.out, "flash_attention", R"({"scale":0.5})");
+  const auto vjp = xgrad::flash_attention_vjp(q, k, v, both.out, both.lse, both.out, both.lse, 0.5, FlashMask<double>{true, pad});
+  check_attrs_round_trip(vjp.grad_q, "flash_attention_vjp", R"({"scale":0.5,"causal":true,"key_mask":true})");
+  BOOST_TEST(both.out.node().op->arity() == 4u);
+  BOOST_TEST(vjp.grad_q.node().op->arity() == 8u);
+  // Old files (attrs {"scale"} alone) read as unmasked, "false" as absent; other keys or values are refused.
+  BOOST_TEST(make_op("flash_attention", JsonCursor(Json{{"scale", 1.0}}, "attrs"))->arity() == 3u);
+  BOOST_TEST(make_op("flash_attention_vjp", JsonCursor(Json{{"scale", 1.0}}, "attrs"))->arity() == 7u);
+  const auto off = make_op("flash_attention", JsonCursor(Json{{"scale", 1.0}, {"causal", false}, {"key_mask", false}}, "attrs"));
+  BOOST_TEST(off->attrs().dump() == R"({"scale":1.0})");
+  check_error([] { make_op("flash_attention", JsonCursor(Json{{"scale", 1.0}, {"causal", 1}}, "attrs")); }, {"attrs.causal"});
+  check_error([] { make_op("flash_attention_vjp", JsonCursor(Json{{"scale", 1.0}, {"mask", true}}, "attrs")); }, {"mask"});
+  // A file whose flash_attention says key_mask but gives three inputs.
+  Json exported = to_json(g, ExportValues::all);
+  exported["nodes"][keys.out.id()]["attrs"].erase("key_mask");
+  check_error([&] { graph_from_json<double>(exported.dump()); }, {"flash_attention", "takes 3 inputs, got 4"});
+}
+
+BOOST_AUTO_TEST_CASE(masked_exports_imports_and_replays) {
+  Graph<float> g;
+  const auto q = g.input("q", random_array<float>({2, 3, 4}, 140));
+  const auto k = g.input("k", random_array<float>({2, 5, 4}, 141));
+  const auto v = g.input("v", random_array<float>({2, 5, 3}, 142));
+  const auto pad = g.mask("pad", xt::xarray<bool>{{{true, true, true, false, false}}, {{true, false, true, true, true}}});
+  const auto out = xgrad::flash_attention(q, k, v, 0.5f, FlashMask<float>{true, pad}).out;
+  g.set_output("out", out);
+  const auto grads = grad(out, {q, k, v});
+  for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
+  const std::string text = to_json(g, ExportValues::all).dump();
+  BOOST_TEST(text.find(R"("attrs":{"scale":0.5,"causal":true,"key_mask":true})") != std::string::npos);
+  const auto imported = graph_from_json<float>(text);
+  imported->replay();
+  BOOST_TEST(to_json(*imported, ExportValues::all).dump() == text);
+  xt::xarray<bool> next = xt::ones<bool>({2, 1, 5});
+  next(0, 0, 0) = false;
+  imported->set_value(imported->var(pad.id()), next);
+  imported->replay();
+  g.set_value(pad, next);
+  g.replay();
+  BOOST_TEST(imported->node(out.id()).value() == out.value());
+  for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(imported->var(grads[i].slot()).value() == grads[i].value());
+}
+
+BOOST_AUTO_TEST_CASE(work_counts_the_tiles_computed) {
+  // Causal, T_q = T_k = 1024: query tile i0 computes keys [0, i0 + 256), 256 x (256 + 512 + 768
+  // + 1024) = 655360 weights of 2^20, and writes -inf over the 130560 forbidden ones among them
+  // (256 x 255 / 2 per tile); a key mask costs one visit a weight more. d_k = d_v = 1.
+  const std::vector<Shape> x = {{1024, 1}, {1024, 1}, {1024, 1}}, y = {{1024, 1}, {1024}};
+  const double io = 3 * 1024 + 2 * 1024;
+  const auto op = [](const char* name, Json attrs) { return make_op(name, JsonCursor(attrs, "attrs")); };
+  const double computed = 256.0 * (256 + 512 + 768 + 1024), filled = 4 * 256.0 * 255 / 2;
+  BOOST_TEST(op("flash_attention", {{"scale", 1.0}})->work(x, y) == io + 1024.0 * 1024 * 2.25);
+  BOOST_TEST(op("flash_attention", {{"scale", 1.0}, {"causal", true}})->work(x, y) == io + computed * 2.25 + filled);
+  std::vector<Shape> xm = x;
+  xm.push_back({1, 1024});
+  BOOST_TEST(op("flash_attention", {{"scale", 1.0}, {"causal", true}, {"key_mask", true}})->work(xm, y) ==
+             io + 1024 + computed * 3.25 + filled);
+  // T_q = 300 > T_k = 100, causal: rows i < 200 see no key. Tile 0 (256 rows) computes keys
+  // [0, 56), tile 1 (44 rows) all 100; allowed: sum over i of clamp(i - 199, 0, 100).
+  const std::vector<Shape> x2 = {{300, 1}, {100, 1}, {100, 1}}, y2 = {{300, 1}, {300}};
+  const double computed2 = 256.0 * 56 + 44.0 * 100, allowed2 = 56.0 * 57 / 2 + (57 + 100) * 44.0 / 2;
+  BOOST_TEST(op("flash_attention", {{"scale", 1.0}, {"causal", true}})->work(x2, y2) ==
+             300 + 100 + 100 + 300 + 300 + computed2 * 2.25 + (computed2 - allowed2));
+  std::vector<Shape> xv = {{1024, 1}, {1024, 1}, {1024, 1}, {1024, 1}, {1024}, {1024, 1}, {1024}};
+  BOOST_TEST(op("flash_attention_vjp", {{"scale", 1.0}, {"causal", true}})->work(xv, {{1024, 1}, {1024, 1}, {1024, 1}}) ==
+             7 * 1024 + 3 * 1024 + computed * (4 + 5 / 8.0) + filled);
+}
+
+BOOST_AUTO_TEST_CASE(masked_onnx_round_trip) {
+  // to_onnx and back (import_onnx): the masks as Where on the scores, the causal one from two
+  // int64 ranges; the key mask a constant node of 1 and 0 (Cast to bool).
+  for (const bool causal : {false, true}) {
+    Graph<double> g;
+    const auto q = g.input("q", random_array<double>({2, 6, 3}, 150));
+    const auto k = g.input("k", random_array<double>({2, 4, 3}, 151));
+    const auto v = g.input("v", random_array<double>({2, 4, 2}, 152));
+    const auto pad = g.constant("pad", xt::xarray<double>{{{1, 1, 0, 1}}, {{0, 0, 0, 0}}});
+    const auto f = xgrad::flash_attention(q, k, v, 0.5, FlashMask<double>{causal, pad});
+    g.set_output("out", f.out);
+    g.set_output("lse", f.lse);
+    const auto grads = grad(f.out, {q, k, v});
+    for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
+    OnnxImportOptions options;
+    for (const auto& x : {q, k, v}) {
+      OnnxTensor t;
+      t.dtype = "float64";
+      t.real = x.value();
+      options.inputs[x.node().name] = t;
+    }
+    const auto back = import_onnx_bytes<double>(to_onnx_bytes(g), "masked flash_attention", options);
+    for (const auto& [name, slot] : g.outputs()) {
+      BOOST_TEST(relative_error_with_infinities(back->var(back->outputs().at(name)).value(), g.var(slot).value()) <= 1e-12, name);
+    }
+    for (const auto& [name, slot] : g.grads()) {
+      const auto& back_grad = back->var(back->outputs().at("grad_" + name)).value();
+      BOOST_TEST(relative_error_with_infinities(back_grad, g.var(slot).value()) <= 1e-12, name);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_key_masks) {
+  Graph<double> g, other;
+  const auto q = g.input("q", xt::zeros<double>({2, 3, 4}));
+  const auto k = g.input("k", xt::zeros<double>({2, 5, 4}));
+  const auto v = g.input("v", xt::zeros<double>({2, 5, 3}));
+  const auto fits = "fused attention supports (B..., 1, T_k): a key-padding mask broadcasting to (2, 1, 5) (each batch axis "
+                    "1 or equal); other masks need the composed attention";
+  for (const Shape& bad : {Shape{2, 3, 5}, Shape{5}, Shape{3, 1, 5}, Shape{2, 1, 4}, Shape{1, 2, 1, 5}}) {
+    const auto mask = g.input("mask", xt::ones<double>(bad));
+    check_error([&] { xgrad::flash_attention(q, k, v, 1.0, FlashMask<double>{false, mask}); },
+                {"flash_attention (node", "the key mask " + shape_str(bad) + " does not fit q (2, 3, 4) and k (2, 5, 4)", fits});
+  }
+  const auto full = g.mask("full", xt::ones<bool>({2, 3, 5}));
+  const auto f = xgrad::flash_attention(q, k, v, 1.0);
+  check_error([&] { xgrad::flash_attention_vjp(q, k, v, f.out, f.lse, f.out, f.lse, 1.0, FlashMask<double>{true, full}); },
+              {"flash_attention_vjp (node", "the key mask (2, 3, 5) does not fit", fits});
+  const auto elsewhere = other.mask("pad", xt::ones<bool>({2, 1, 5}));
+  check_error([&] { xgrad::flash_attention(q, k, v, 1.0, FlashMask<double>{false, elsewhere}); },
+              {"flash_attention: the key mask (node 0) belongs to another graph than q"});
+  check_error([&] { xgrad::flash_attention_vjp(q, k, v, f.out, f.lse, f.out, f.lse, 1.0, FlashMask<double>{false, elsewhere}); },
+              {"flash_attention_vjp: the key mask (node 0) belongs to another graph than q"});
+  // The second-order rule: out and lse of an attention with other masks.
+  const auto pad = g.mask("pad", xt::ones<bool>({2, 1, 5}));
+  const auto y = xgrad::flash_attention_vjp(q, k, v, f.out, f.lse, f.out, f.lse, 1.0, FlashMask<double>{true, pad});
+  check_error([&] { grad(y.grad_q, {q}); }, {"needs out and lse to be the outputs of flash_attention of the same q, k, v, "
+                                             "scale and mask; out is node " + std::to_string(f.out.id()) + " (flash_attention)"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <random>
 
@@ -342,6 +343,28 @@ Ref ref_embedding_vjp(const Ref& g, const Ref& ids, std::size_t rows) {
   return y;
 }
 
+// Each position's entry of x (..., C) at its label, x's leading axes broadcast to the labels'
+// shape `ls`, 0 where the label is ignore_index; and the scatter back, (ls..., C).
+Ref ref_take_label(const Ref& x, const Ref& labels, std::optional<std::int64_t> ignore) {
+  const std::size_t c = x.shape.back();
+  const Shape lead(x.shape.begin(), x.shape.end() - 1);
+  Ref y{labels.shape, {}};
+  for (std::size_t f = 0; f < labels.data.size(); ++f) {
+    const auto l = static_cast<std::int64_t>(labels.data[f]);
+    y.data.push_back(ignore && l == *ignore ? 0.0 : x.data[broadcast_source(f, labels.shape, lead) * c + static_cast<std::size_t>(l)]);
+  }
+  return y;
+}
+Ref ref_take_label_vjp(const Ref& g, const Ref& labels, std::size_t c, std::optional<std::int64_t> ignore) {
+  Ref y{labels.shape, std::vector<double>(labels.data.size() * c, 0.0)};
+  y.shape.push_back(c);
+  for (std::size_t f = 0; f < labels.data.size(); ++f) {
+    const auto l = static_cast<std::int64_t>(labels.data[f]);
+    if (!(ignore && l == *ignore)) y.data[f * c + static_cast<std::size_t>(l)] = g.data[f];
+  }
+  return y;
+}
+
 // Inverted dropout: element f kept when its Philox bits (the generator its suite checks against
 // Random123's known answers) are below floor((1 - p) 2^32); x itself in evaluation or for p = 0.
 Ref ref_dropout(const Ref& x, double p, std::uint64_t seed, std::uint64_t step, bool training) {
@@ -438,6 +461,27 @@ class RandomGraph {
     m_refs.push_back({ids});
     return {leaf, ids};
   }
+  // Labels for x (..., C): an index leaf of x's leading shape with some axes of 1 stretched and
+  // perhaps a new leading axis, each label a class or (one in four, when there is one) the
+  // ignore_index: none, -100, or a class. Its reference holds the labels as doubles.
+  std::pair<Var<double>, Ref> labels_leaf(const Shape& x_shape, std::optional<std::int64_t>& ignore) {
+    Shape s(x_shape.begin(), x_shape.end() - 1);
+    for (auto& d : s) {
+      if (d == 1 && pick(0, 1)) d = pick(1, 3);
+    }
+    if (pick(0, 2) == 0) s.insert(s.begin(), pick(1, 2));
+    const std::size_t classes = x_shape.back(), kind = pick(0, 2);
+    ignore = kind == 0 ? std::nullopt : kind == 1 ? std::optional<std::int64_t>(-100) : std::optional<std::int64_t>(pick(0, classes - 1));
+    Ref labels{s, {}};
+    xt::xarray<std::int64_t> v = xt::xarray<std::int64_t>::from_shape(s);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      v.data()[i] = ignore && pick(0, 3) == 0 ? *ignore : static_cast<std::int64_t>(pick(0, classes - 1));
+      labels.data.push_back(static_cast<double>(v.data()[i]));
+    }
+    const Var<double> leaf = m_g.indices("labels" + std::to_string(m_g.size()), v);
+    m_refs.push_back({Ref{{0}, {}}});
+    return {leaf, labels};
+  }
   void add_ref(const Var<double>& v, Ref r) { add_refs({v}, {std::move(r)}); }
   // The references of every output of a new node.
   void add_refs(const std::vector<Var<double>>& outputs, std::vector<Ref> r) {
@@ -455,12 +499,12 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-23 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 24, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-25 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 26, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
-    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || op == 23)) op = 16;
+    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || op == 23 || op == 24 || op == 25)) op = 16;
     if (op >= general && op < general + unary) {
       const UnaryRow& row = unary_rows[op - general];
       const Var<double> in = row.domain == elementwise::Domain::positive ? positive_leaf(s) : x;
@@ -697,6 +741,17 @@ class RandomGraph {
         }
         const Var<double> out = layer_norm(x, gamma, beta, eps);
         return add_refs({out, m_g.var(out.id(), 1), m_g.var(out.id(), 2)}, {y, mu, rstd});
+      }
+      case 24:
+      case 25: {  // take_label of x's last axis by new labels, and with 25 its VJP for a random grad_out
+        std::optional<std::int64_t> ignore;
+        const auto [labels, rl] = labels_leaf(s, ignore);
+        const Var<double> y = take_label(x, labels, ignore);
+        add_ref(y, ref_take_label(rx, rl, ignore));
+        if (op == 24) return;
+        const Var<double> g = node_or_leaf_like(rl.shape);
+        const Ref rg = ref(g);
+        return add_ref(take_label_vjp(g, labels, s.back(), ignore), ref_take_label_vjp(rg, rl, s.back(), ignore));
       }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;
