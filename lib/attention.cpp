@@ -6,6 +6,7 @@
 
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/flash_attention.hpp>
+#include <xgrad/ops/flash_mask.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/scale.hpp>
@@ -120,13 +121,7 @@ bool detail::is_causal_mask(const xt::xarray<bool>& mask, std::size_t t_q, std::
 }
 
 void detail::check_key_padding_shape(const Shape& scores, const Shape& mask) {
-  const std::size_t rank = scores.size();
-  bool fits = mask.size() >= 2 && mask.size() <= rank && mask[mask.size() - 2] == 1 && mask.back() == scores.back();
-  for (std::size_t i = 0; fits && i + 2 < mask.size(); ++i) {
-    const std::size_t m = mask[mask.size() - 1 - (i + 2)], b = scores[rank - 1 - (i + 2)];
-    fits = m == 1 || m == b;
-  }
-  if (!fits) {
+  if (!detail::fits_key_mask(mask, Shape(scores.begin(), scores.end() - 2), scores.back())) {
     throw error("fused attention: the mask " + shape_str(mask) + " is no key-padding mask for the scores " +
                 shape_str(scores) + " (B..., T_q, T_k): the fused attention takes (B..., 1, T_k) (key_padding_mask) "
                 "and the causal mask; other masks need AttentionImpl::composed");

@@ -85,9 +85,10 @@ Var<T> cross_entropy(const Var<T>& logits, const Var<T>& labels, const CrossEntr
   }
   // PyTorch's reduction: mean divides each sum by the kept weights (or count) apart, then
   // (1 - eps) nll + (eps / C) smooth; where the divisor is 0 the nll's 0 / 0 makes it NaN.
+  const bool is_mean = options.reduction == Reduction::mean;
   Var<T> divisor;
-  if (w.valid()) divisor = sum(w_label);
-  else if (ignore) divisor = sum(take_label(g.constant("class_ones", xt::xarray<T>(xt::ones<T>({classes}))), labels, ignore));
+  if (is_mean && w.valid()) divisor = sum(w_label);
+  else if (is_mean && ignore) divisor = sum(take_label(g.constant("class_ones", xt::xarray<T>(xt::ones<T>({classes}))), labels, ignore));
   const auto reduce = [&](const Var<T>& v) {
     switch (options.reduction) {
       case Reduction::none: return v;

@@ -51,7 +51,9 @@ struct OnnxImportOptions {
 
 // Imports the ONNX model at `path`, computing in T (float or double: the model's float tensors
 // are converted). The graph has
-//   - an input leaf for each float graph input (its ONNX name), an index leaf for each integer
+//   - a mask leaf (Graph::mask) for each bool graph input, and for each float one that only
+//     Casts to bool read (true where it is not 0);
+//   - an input leaf for each other float graph input (its ONNX name), an index leaf for each integer
 //     one that Gather or a loss reads as ids, as it is or reshaped (token ids, labels); integers
 //     read only as shapes are read at import, and ids computed from them refused;
 //   - a parameter leaf for each float initializer the outputs depend on through float

@@ -52,16 +52,22 @@ struct FlashAttentionAttrs {
 };
 std::optional<FlashAttentionAttrs> flash_attention_attrs(const Op& op);
 
-// Throws xgrad::error naming both shapes unless `mask` is a key-padding mask for q and k (dims
-// d): (B..., 1, T_k), rank >= 2, each of its batch axes 1 or equal to q's (aligned on the right).
-inline void check_key_mask(const Shape& mask, const Shape& q, const Shape& k, const AttentionDims& d) {
-  const std::size_t rank = d.batch_axes.size() + 2;
-  bool fits = mask.size() >= 2 && mask.size() <= rank && mask[mask.size() - 2] == 1 && mask.back() == d.t_k;
+// The rule of a key-padding mask for batch axes B... and T_k keys: (B..., 1, T_k), rank >= 2,
+// each of its batch axes 1 or equal to B...'s (aligned on the right, fewer allowed).
+inline bool fits_key_mask(const Shape& mask, const Shape& batch_axes, std::size_t t_k) {
+  const std::size_t rank = batch_axes.size() + 2;
+  bool fits = mask.size() >= 2 && mask.size() <= rank && mask[mask.size() - 2] == 1 && mask.back() == t_k;
   for (std::size_t a = 0; fits && a + 2 < mask.size(); ++a) {
     const std::size_t m = mask[a];
-    fits = m == 1 || m == d.batch_axes[rank - mask.size() + a];
+    fits = m == 1 || m == batch_axes[rank - mask.size() + a];
   }
-  if (fits) return;
+  return fits;
+}
+
+// Throws xgrad::error naming both shapes unless `mask` is a key-padding mask for q and k (dims
+// d), by fits_key_mask.
+inline void check_key_mask(const Shape& mask, const Shape& q, const Shape& k, const AttentionDims& d) {
+  if (fits_key_mask(mask, d.batch_axes, d.t_k)) return;
   Shape expected = d.batch_axes;
   expected.insert(expected.end(), {1, d.t_k});
   throw error("the key mask " + shape_str(mask) + " does not fit q " + shape_str(q) + " and k " + shape_str(k) +

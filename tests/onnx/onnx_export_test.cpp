@@ -277,6 +277,20 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(mask_leaf_round_trips_and_replays, T, test::dtypes
   name_all(g, "out", sum(multi_head_attention(x, x, p, 2, pad)), {x, p.w_q, p.w_v});
   write_case("mask_leaf", g);
   round_trip(g, "mask leaf");
+  {  // The fused attention's lowering of the same mask leaf, and of its causal flag.
+    Graph<T> f;
+    const Var<T> fx = f.input("x", random_array<T>({b, t, d}, 21));
+    const AttentionParams<T> fp = attention_params(f, d, 22);
+    const Var<T> fpad = f.mask("pad", key_padding_mask({5, 0, 3}, t));  // a sequence of no key
+    FlashMask<T> both;
+    both.causal = true;
+    both.key_mask = fpad;
+    const Var<T> q = f.input("q", random_array<T>({b, 2, t, 4}, 23));
+    name_all(f, "out", sum(add(multi_head_attention(fx, fx, fp, 2, fpad, AttentionImpl::fused),
+                               sum(fused_attention(q, q, q, std::nullopt, both)))), {fx, fp.w_k, q});
+    write_case("mask_leaf_fused", f);
+    round_trip(f, "mask leaf, fused");
+  }
   OnnxImportOptions options;
   options.gradients = true;
   const std::unique_ptr<Graph<T>> back = import_onnx_bytes<T>(to_onnx_bytes(g), "mask leaf", options);

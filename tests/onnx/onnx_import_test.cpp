@@ -354,6 +354,32 @@ std::string bool_npy(const std::vector<unsigned char>& v, const std::string& sha
   return out + header + std::string(v.begin(), v.end());
 }
 
+// Issue 36: a float input that only Casts to bool read is a mask given at run time (xgrad's own
+// export of a mask of its dtype writes one): a mask leaf, true where the input is not 0; a float
+// input that anything else reads stays a float, and its Cast to bool is refused as before.
+BOOST_AUTO_TEST_CASE(a_float_input_cast_to_bool_is_a_mask_leaf) {
+  auto m = test::empty_model({{"x", onnx::TensorProto::FLOAT, {2, 3}}, {"m", onnx::TensorProto::FLOAT, {2, 3}}});
+  test::add_initializer(m, "fill", {-1e9f});
+  test::set_int(test::add_node(m, "Cast", {"m"}, {"keep"}), "to", onnx::TensorProto::BOOL);
+  test::add_node(m, "Where", {"keep", "x", "fill"}, {"y"});
+  OnnxImportOptions o;
+  o.inputs["x"] = {"float32", xt::xarray<double>{{1, 2, 3}, {4, 5, 6}}, {}};
+  o.inputs["m"] = {"float32", xt::xarray<double>{{1, 0, 0.5}, {0, 0, 2}}, {}};
+  const auto g = import_built(m, o);
+  BOOST_TEST((g->var(g->outputs().at("y")).value() == xt::xarray<float>{{1, -1e9f, 3}, {-1e9f, -1e9f, 6}}));
+  const Var<float> mask = leaf_named(*g, "m");
+  BOOST_TEST(mask.node().mask_leaf);
+  g->set_value(mask, xt::xarray<bool>{{false, true, true}, {true, false, false}});
+  g->replay();
+  BOOST_TEST((g->var(g->outputs().at("y")).value() == xt::xarray<float>{{-1e9f, 2, 3}, {4, -1e9f, -1e9f}}));
+  // Read by an Add too: a float input, whose cast to bool is computed at run time.
+  auto both = m;
+  test::add_node(both, "Add", {"m", "x"}, {"z"});
+  both.mutable_graph()->add_output()->CopyFrom(both.graph().output(0));
+  both.mutable_graph()->mutable_output(1)->set_name("z");
+  check_error([&] { import_built(both, o); }, {"cast of a float32 value computed at run time to bool"});
+}
+
 BOOST_AUTO_TEST_CASE(bool_inputs_are_masks_given_at_run_time) {
   // A key padding mask as a graph input: Where(m, x, -1e9) with m a leaf of 0 and 1.
   auto m = test::empty_model({{"x", onnx::TensorProto::FLOAT, {2, 3}}, {"m", onnx::TensorProto::BOOL, {2, 3}}});

@@ -813,32 +813,45 @@ BOOST_AUTO_TEST_CASE(work_counts_the_tiles_computed) {
 
 BOOST_AUTO_TEST_CASE(masked_onnx_round_trip) {
   // to_onnx and back (import_onnx): the masks as Where on the scores, the causal one from two
-  // int64 ranges; the key mask a constant node of 1 and 0 (Cast to bool).
-  for (const bool causal : {false, true}) {
-    Graph<double> g;
-    const auto q = g.input("q", random_array<double>({2, 6, 3}, 150));
-    const auto k = g.input("k", random_array<double>({2, 4, 3}, 151));
-    const auto v = g.input("v", random_array<double>({2, 4, 2}, 152));
-    const auto pad = g.constant("pad", xt::xarray<double>{{{1, 1, 0, 1}}, {{0, 0, 0, 0}}});
-    const auto f = xgrad::flash_attention(q, k, v, 0.5, FlashMask<double>{causal, pad});
-    g.set_output("out", f.out);
-    g.set_output("lse", f.lse);
-    const auto grads = grad(f.out, {q, k, v});
-    for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
-    OnnxImportOptions options;
-    for (const auto& x : {q, k, v}) {
-      OnnxTensor t;
-      t.dtype = "float64";
-      t.real = x.value();
-      options.inputs[x.node().name] = t;
-    }
-    const auto back = import_onnx_bytes<double>(to_onnx_bytes(g), "masked flash_attention", options);
-    for (const auto& [name, slot] : g.outputs()) {
-      BOOST_TEST(relative_error_with_infinities(back->var(back->outputs().at(name)).value(), g.var(slot).value()) <= 1e-12, name);
-    }
-    for (const auto& [name, slot] : g.grads()) {
-      const auto& back_grad = back->var(back->outputs().at("grad_" + name)).value();
-      BOOST_TEST(relative_error_with_infinities(back_grad, g.var(slot).value()) <= 1e-12, name);
+  // int64 ranges; the key mask a mask leaf (its bool input the condition) or a constant node
+  // of 1 and 0 (Cast to bool). Sequence 1 allows no key: lse -inf there.
+  const xt::xarray<bool> pad{{{true, true, false, true}}, {{false, false, false, false}}};
+  for (const bool leaf : {true, false}) {
+    for (const bool causal : {false, true}) {
+      BOOST_TEST_CONTEXT((leaf ? "a mask leaf" : "a constant mask") << (causal ? ", causal" : "")) {
+        Graph<double> g;
+        const auto q = g.input("q", random_array<double>({2, 6, 3}, 150));
+        const auto k = g.input("k", random_array<double>({2, 4, 3}, 151));
+        const auto v = g.input("v", random_array<double>({2, 4, 2}, 152));
+        const auto key_mask = leaf ? g.mask("pad", pad) : g.constant("pad", xt::cast<double>(pad));
+        const auto f = xgrad::flash_attention(q, k, v, 0.5, FlashMask<double>{causal, key_mask});
+        g.set_output("out", f.out);
+        g.set_output("lse", f.lse);
+        const auto grads = grad(f.out, {q, k, v});
+        for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
+        OnnxImportOptions options;
+        for (const auto& x : {q, k, v}) {
+          OnnxTensor t;
+          t.dtype = "float64";
+          t.real = x.value();
+          options.inputs[x.node().name] = t;
+        }
+        if (leaf) {
+          OnnxTensor t;
+          t.dtype = "bool";
+          t.ints = xt::cast<std::int64_t>(pad);
+          options.inputs["pad"] = t;
+        }
+        const auto back = import_onnx_bytes<double>(to_onnx_bytes(g), "masked flash_attention", options);
+        for (const auto& [name, slot] : g.outputs()) {
+          const auto& back_value = back->var(back->outputs().at(name)).value();
+          BOOST_TEST(relative_error_with_infinities(back_value, g.var(slot).value()) <= 1e-12, name);
+        }
+        for (const auto& [name, slot] : g.grads()) {
+          const auto& back_grad = back->var(back->outputs().at("grad_" + name)).value();
+          BOOST_TEST(relative_error_with_infinities(back_grad, g.var(slot).value()) <= 1e-12, name);
+        }
+      }
     }
   }
 }
