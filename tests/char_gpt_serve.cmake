@@ -1,4 +1,4 @@
-# README's "Run it elsewhere": char_gpt --onnx writes its trained model, and
+# docs/tour.md's "Run it elsewhere": char_gpt --onnx writes its trained model, and
 # examples/serve_char_gpt.js serves it in ONNX Runtime, which must print the very text that
 # char_gpt --sample printed (float64: logits within 1e-15, hence the same draws of the same
 # generator). Skipped ("SKIPPED:") without Node.js or onnxruntime-node.

@@ -1,5 +1,5 @@
-# README's "Run it elsewhere", its commands as written: xgrad export and xgrad onnx print the line
-# the README shows, and tools/ort_run.js runs the model in ONNX Runtime within tolerance of the
+# docs/tour.md's "Run it elsewhere", its commands as written: xgrad export and xgrad onnx print the line
+# the page shows, and tools/ort_run.js runs the model in ONNX Runtime within tolerance of the
 # graph file's values (exit 0). Skipped ("SKIPPED:") without Node.js or onnxruntime-node.
 # -DXGRAD=... -DSOURCE_DIR=... -DWORK_DIR=...
 include(${CMAKE_CURRENT_LIST_DIR}/node_script.cmake)
@@ -11,10 +11,10 @@ if(NOT rc EQUAL 0)
 endif()
 execute_process(COMMAND ${XGRAD} onnx attention.json -o attention.onnx
                 WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-file(READ ${SOURCE_DIR}/README.md readme)
+file(READ ${SOURCE_DIR}/docs/tour.md readme)
 string(FIND "${readme}" "$ xgrad onnx attention.json -o attention.onnx\n${out}" at)
 if(NOT rc EQUAL 0 OR at EQUAL -1)
-  message(FATAL_ERROR "xgrad onnx exited ${rc} and printed, not as README.md shows:\n${out}${err}")
+  message(FATAL_ERROR "xgrad onnx exited ${rc} and printed, not as docs/tour.md shows:\n${out}${err}")
 endif()
 node_script(${SOURCE_DIR}/tools/ort_run.js attention.onnx --graph attention.json --runs 3)
 if(NOT node_rc EQUAL 0 OR NOT node_out MATCHES "grad_v \\(128, 64\\): worst error [0-9.]+e-1[5-9]")
