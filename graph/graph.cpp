@@ -332,7 +332,14 @@ std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const 
   n.role = m_backward_depth > 0 ? Role::backward : Role::forward;
   for (const auto& v : x) n.inputs.push_back(v.slot());
   const Args<T> args = args_of(n);
-  run_node(id, n, args, output_shapes(id, n, args));
+  const std::vector<Shape> shapes = output_shapes(id, n, args);
+  if (m_work_budget) {
+    std::vector<Shape> in;
+    for (const auto& v : x) in.push_back(v.shape());
+    const double work = n.op->work(in, shapes);
+    if (!m_work_budget->add(work)) with_node_context(*n.op, id, [&] { throw error(m_work_budget->refusal(n.op->name(), work)); });
+  }
+  run_node(id, n, args, shapes);
   m_nodes.push_back(std::move(n));
   std::vector<Var<T>> outs;
   for (std::size_t k = 0; k < m_nodes.back().output_count(); ++k) outs.emplace_back(*this, id, k);

@@ -205,6 +205,13 @@ class Graph {
   // growing the vector as needed. nullptr, the default, stops it. The vector must outlive that.
   void time_nodes(std::vector<double>* seconds) { m_node_seconds = seconds; }
 
+  // A work limit, for importers: while set, apply() charges each new node's Op::work (for its
+  // input and output shapes) to *budget before its forward runs, and refuses the node (xgrad::error
+  // "<op> (node N): computing the graph takes more than ...", nothing added) when it would pass
+  // the budget's limit. Replays are not charged. nullptr, the default, stops it. The budget must
+  // outlive that.
+  void limit_work(WorkBudget* budget) { m_work_budget = budget; }
+
   // Names for exports: "outputs" and "grads" of the JSON format. A name set again is replaced.
   void set_output(std::string name, const Var<T>& v);
   void set_grad(std::string name, const Var<T>& v);
@@ -267,6 +274,7 @@ class Graph {
   std::uint64_t m_step = 0;  // the run state: set_step, set_training
   bool m_training = true;
   std::vector<double>* m_node_seconds = nullptr;  // time_nodes
+  WorkBudget* m_work_budget = nullptr;            // limit_work
 };
 
 // A constant leaf of zeros of x's shape, named "zeros": the gradient where none flows (grad()

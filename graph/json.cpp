@@ -13,6 +13,12 @@ Json encode_number(double x) {
   return x;
 }
 
+void append_member(Json& object, std::string key, Json value) {
+  if (!object.is_object()) throw error("append_member: not a JSON object");
+  using Members = Json::object_t::Container;
+  static_cast<Members&>(object.get_ref<Json::object_t&>()).emplace_back(std::move(key), std::move(value));
+}
+
 std::optional<double> decode_number_string(std::string_view s) {
   if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
   if (s == "inf") return std::numeric_limits<double>::infinity();
@@ -22,31 +28,34 @@ std::optional<double> decode_number_string(std::string_view s) {
 
 namespace {
 
-// A SAX pass that builds nothing: it stops at the first syntax error, at nesting deeper than the
-// cap, and at a key given twice in one object (nlohmann keeps one of them silently), before any
-// DOM exists. It keeps the path to the current value for its message.
-class StructureCheck {
+// A SAX handler that builds the document in one pass, keeping the order of keys, in time linear
+// in its size: each member is appended to its object (Json keeps objects as vectors, whose own
+// insertion searches them: quadratic in an object's size). It stops at the first syntax error,
+// at nesting deeper than the cap (before the DOM is any deeper), and at a key given twice in one
+// object (nlohmann keeps one of them silently), keeping the path to the current value for its
+// message.
+class Builder {
  public:
-  explicit StructureCheck(std::size_t max_depth) : m_max(max_depth) {}
+  explicit Builder(std::size_t max_depth) : m_max(max_depth) {}
 
-  bool null() { return value(); }
-  bool boolean(bool) { return value(); }
-  bool number_integer(Json::number_integer_t) { return value(); }
-  bool number_unsigned(Json::number_unsigned_t) { return value(); }
-  bool number_float(Json::number_float_t, const std::string&) { return value(); }
-  bool string(std::string&) { return value(); }
-  bool binary(Json::binary_t&) { return value(); }
+  bool null() { return value(Json(nullptr)); }
+  bool boolean(bool b) { return value(Json(b)); }
+  bool number_integer(Json::number_integer_t i) { return value(Json(i)); }
+  bool number_unsigned(Json::number_unsigned_t u) { return value(Json(u)); }
+  bool number_float(Json::number_float_t x, const std::string&) { return value(Json(x)); }
+  bool string(std::string& s) { return value(Json(std::move(s))); }
+  bool binary(Json::binary_t& b) { return value(Json::binary(std::move(b))); }
   bool key(std::string& k) {
     Level& object = m_levels.back();
     if (!object.keys.insert(k).second) {
       m_problem = where() + ": the key \"" + k.substr(0, 64) + "\" appears twice";
       return false;
     }
-    object.key = k;
+    object.key = std::move(k);
     return true;
   }
-  bool start_object(std::size_t) { return open(true); }
-  bool start_array(std::size_t) { return open(false); }
+  bool start_object(std::size_t) { return open(Json::object()); }
+  bool start_array(std::size_t) { return open(Json::array()); }
   bool end_object() { return close(); }
   bool end_array() { return close(); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
@@ -55,27 +64,43 @@ class StructureCheck {
   }
 
   const std::string& problem() const { return m_problem; }
+  Json take() { return std::move(m_root); }
 
  private:
   struct Level {
-    bool object = false;
-    std::size_t count = 0;  // an array's elements begun
+    Json* json;             // the open object or array, inside its parent (which waits for it)
     std::string key;        // an object's current key
     std::unordered_set<std::string> keys;
   };
+  using Members = Json::object_t::Container;  // an object's members, in order
 
-  bool value() {
-    if (!m_levels.empty() && !m_levels.back().object) ++m_levels.back().count;
+  // Puts v where the document is; the Json it now is.
+  Json* place(Json v) {
+    if (m_levels.empty()) {
+      m_root = std::move(v);
+      return &m_root;
+    }
+    Level& l = m_levels.back();
+    if (l.json->is_array()) {
+      auto& a = l.json->get_ref<Json::array_t&>();
+      a.push_back(std::move(v));
+      return &a.back();
+    }
+    auto& members = static_cast<Members&>(l.json->get_ref<Json::object_t&>());
+    members.emplace_back(l.key, std::move(v));
+    return &members.back().second;
+  }
+  bool value(Json v) {
+    place(std::move(v));
     return true;
   }
-  bool open(bool object) {
-    value();
+  bool open(Json empty) {
     if (m_levels.size() + 1 > m_max) {
       m_problem = "nested deeper than " + std::to_string(m_max) + " levels, more than the format allows";
       return false;
     }
-    m_levels.emplace_back();
-    m_levels.back().object = object;
+    Json* at = place(std::move(empty));
+    m_levels.push_back(Level{at, {}, {}});
     return true;
   }
   bool close() {
@@ -87,13 +112,14 @@ class StructureCheck {
     std::string path;
     for (std::size_t i = 0; i + 1 < m_levels.size(); ++i) {
       const Level& l = m_levels[i];
-      if (l.object) path += (path.empty() ? "" : ".") + l.key;
-      else path += "[" + std::to_string(l.count - 1) + "]";
+      if (l.json->is_object()) path += (path.empty() ? "" : ".") + l.key;
+      else path += "[" + std::to_string(l.json->size() - 1) + "]";
     }
     return path.empty() ? "top level" : path;
   }
 
   std::size_t m_max;
+  Json m_root;
   std::vector<Level> m_levels;
   std::string m_problem;
 };
@@ -107,11 +133,11 @@ Json parse_json(std::string_view text, std::size_t max_depth, const std::string&
   if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
     throw error(what + ": not JSON: a NUL byte at byte " + std::to_string(nul));
   }
-  StructureCheck check(max_depth);
-  if (!Json::sax_parse(text, &check) || !check.problem().empty()) {
-    throw error(what + ": " + (check.problem().empty() ? "not JSON" : check.problem()));
+  Builder builder(max_depth);
+  if (!Json::sax_parse(text, &builder) || !builder.problem().empty()) {
+    throw error(what + ": " + (builder.problem().empty() ? "not JSON" : builder.problem()));
   }
-  return Json::parse(text);
+  return builder.take();
 }
 
 void JsonCursor::fail(const std::string& problem) const {

@@ -26,9 +26,15 @@ Json encode_number(double x);
 // other string.
 std::optional<double> decode_number_string(std::string_view s);
 
-// Parses text as JSON, first rejecting, without building anything, nesting deeper than max_depth
-// (a DOM's dump, copy and comparison recurse once per level) and a key given twice in one object
-// (which a DOM would keep only once). Throws xgrad::error naming `what` and the byte offset or
+// Appends key: value to a JSON object without looking for the key first (Json's own insertion
+// searches the object, so n of them take time quadratic in n): for writers whose keys are
+// distinct already (a std::map's). A key given twice would be written twice.
+void append_member(Json& object, std::string key, Json value);
+
+// Parses text as JSON in one pass, in time linear in its length, keeping the order of keys;
+// rejects nesting deeper than max_depth (a DOM's dump, copy and comparison recurse once per
+// level) before the document is any deeper, and a key given twice in one object (which a DOM
+// would keep only once). Throws xgrad::error naming `what` and the byte offset or
 // the path: "graph JSON: not JSON: ... at byte 17", "...: nested deeper than 6 levels",
 // "graph JSON: nodes[0]: the key \"id\" appears twice".
 Json parse_json(std::string_view text, std::size_t max_depth, const std::string& what);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,6 +30,38 @@ inline constexpr std::size_t max_array_elements = std::size_t(1) << 28;
 // here and at most about 8 s (bench/work_bench.cpp measures every op: 0.1-1.8 ns a visit,
 // float64, AMD EPYC).
 inline constexpr double max_import_work = 4294967296.0;
+
+// A running total of work (Op::work, in element visits) against a limit: what an import may
+// compute. The graph import charges every node before it builds any; the ONNX import charges each
+// node before its forward runs (Graph::limit_work) and what it computes at import itself.
+class WorkBudget {
+ public:
+  // `raise` says how to raise the limit, for the message ("give ImportOptions::max_work").
+  WorkBudget(double limit, std::string raise) : m_limit(limit), m_raise(std::move(raise)) {}
+  // Adds `work` (the cost of `what`: an op's name); false, adding nothing, if the total would
+  // pass the limit (or the work is not a number).
+  bool add(double work) {
+    if (!(m_used + work <= m_limit)) return false;
+    m_used += work;
+    return true;
+  }
+  // Why add(work) refused, naming the limit, the total, the op and how to raise the limit.
+  std::string refusal(const std::string& what, double work) const {
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "computing the graph takes more than %.0f element visits (Op::work), the most this import runs: "
+                  "%.0f in all, this %s %.0f",
+                  m_limit, m_used + work, what.c_str(), work);
+    return text + (m_raise.empty() ? std::string() : "; " + m_raise);
+  }
+  double used() const { return m_used; }
+  double limit() const { return m_limit; }
+
+ private:
+  double m_limit;
+  double m_used = 0;
+  std::string m_raise;
+};
 
 // The element count of `shape` with axes of length 0 counted as 1, if it is at most `limit`;
 // nullopt otherwise. Never overflows.

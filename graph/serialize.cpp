@@ -132,9 +132,8 @@ std::size_t earlier_node(const JsonCursor& c, std::size_t self) {
 // allocate or compute without bound.
 struct Budget {
   std::size_t elements;
-  double work;
+  WorkBudget work;
   std::size_t used_elements = 0;
-  double used_work = 0;
 
   void charge_elements(const JsonCursor& c, const Shape& shape) {
     const auto count = bounded_size(shape, elements);
@@ -144,15 +143,7 @@ struct Budget {
     used_elements += *count;
   }
   void charge_work(const JsonCursor& c, const std::string& op, double node_work) {
-    used_work += node_work;
-    if (!(used_work <= work)) {  // also a NaN from an op's work
-      char text[160];
-      std::snprintf(text, sizeof text, "%.0f in all, this %s %.0f", used_work, op.c_str(), node_work);
-      char limit[320];
-      std::snprintf(limit, sizeof limit, "%.0f", work);
-      c.fail("computing the graph takes more than " + std::string(limit) +
-             " element visits (Op::work), the most this import runs: " + text);
-    }
+    if (!work.add(node_work)) c.fail(work.refusal(op, node_work));
   }
 };
 
@@ -456,8 +447,8 @@ Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> d
     nodes.push_back(std::move(j));
   }
   Json outputs = Json::object(), grads = Json::object();
-  for (const auto& [name, slot] : g.outputs()) outputs[name] = slot_json(slot);
-  for (const auto& [name, slot] : g.grads()) grads[name] = slot_json(slot);
+  for (const auto& [name, slot] : g.outputs()) append_member(outputs, name, slot_json(slot));
+  for (const auto& [name, slot] : g.grads()) append_member(grads, name, slot_json(slot));
   Json j{{key::format, format_name}, {key::version, format_version}, {key::dtype, dtype_name<T>()}};
   // The run state only where it differs from the defaults: an export of a graph that never set
   // it is what it was before these keys existed.
@@ -480,7 +471,7 @@ void graph_from_json(const Json& json, const OpFactory& make_op, Graph<T>& g, st
   const long version = check_header<T>(root, &state);
   const JsonCursor nodes = root[key::nodes];
   // First every node is read, checked and charged, without running any; then the graph is built.
-  Budget budget{max_elements, max_work};
+  Budget budget{max_elements, WorkBudget(max_work, "ImportOptions::max_work raises the limit")};
   const std::size_t count = nodes.array_size();
   std::vector<NodeSpec> specs;
   specs.reserve(count);

@@ -103,7 +103,7 @@ CheckpointMetadata parse_metadata_json(std::string_view text, const std::string&
 
 std::string metadata_json(const CheckpointMetadata& metadata, const std::string& what) {
   Json json = Json::object();
-  for (const auto& [key, value] : metadata) json[key] = value;
+  for (const auto& [key, value] : metadata) append_member(json, key, value);
   try {
     return json.dump();
   } catch (const nlohmann::json::type_error&) {
@@ -122,8 +122,8 @@ CheckpointFormat checkpoint_format(const std::string& path) {
 StoredCheckpoint read_checkpoint(const std::string& path) {
   const CheckpointFormat format = checkpoint_format(path);
   if (format == CheckpointFormat::npz) return read_npz_file(path);
-  const std::size_t size = regular_file_size(path);
-  return read_safetensors({size, [&](std::size_t offset, std::size_t n) { return read_file_range(path, offset, n); }, path});
+  const InputFile file(path);  // open once: every tensor is one read at its offset
+  return read_safetensors({file.size(), [&](std::size_t offset, std::size_t n) { return file.read(offset, n); }, path});
 }
 
 StoredCheckpoint parse_checkpoint(std::string_view bytes, CheckpointFormat format, const std::string& what) {
@@ -182,9 +182,12 @@ template <class T>
 CheckpointMetadata load_parameters(Graph<T>& g, const std::string& path) {
   const auto params = parameters_by_name(g, path);
   TensorFile<T> file = load_tensors<T>(path);
+  std::map<std::string, const xt::xarray<T>*> by_name;  // find() is linear in the tensors
+  for (const auto& [name, t] : file.tensors) by_name.emplace(name, &t);
   // Every check before the first set_value: all or nothing.
   for (const auto& [name, p] : params) {
-    const xt::xarray<T>* t = file.find(name);
+    const auto it = by_name.find(name);
+    const xt::xarray<T>* t = it == by_name.end() ? nullptr : it->second;
     if (!t) {
       throw error(path + ": no tensor '" + name + "' for parameter '" + name + "' (node " + std::to_string(p.id()) + ", " +
                   shape_str(p.shape()) + ")");

@@ -49,7 +49,7 @@ template <class T>
 struct TensorFile {
   std::vector<std::pair<std::string, xt::xarray<T>>> tensors;
   CheckpointMetadata metadata;
-  // The tensor of that name, or nullptr.
+  // The tensor of that name, or nullptr: a linear search (index `tensors` for many lookups).
   const xt::xarray<T>* find(const std::string& name) const;
 };
 

@@ -1,6 +1,7 @@
 // .npz (numpy's np.savez, np.savez_compressed): a zip archive of NAME.npy members, read and
 // written through libzip (ZIP64 and deflate included). Each member goes through xgrad's .npy
 // reader and writer (lib/npy.cpp). xgrad's metadata is one more member, __metadata__.json.
+#include <cstdio>
 #include <memory>
 #include <set>
 #include <string>
@@ -23,6 +24,10 @@ const std::string metadata_member = "__metadata__.json";
 constexpr std::size_t max_deflate_ratio = 1032;
 // A .npy member: the largest array xgrad reads and a generous header.
 constexpr std::size_t max_member_bytes = max_array_elements * 8 + (std::size_t(1) << 20);
+// All members together: the element limit in float64, the metadata, and per member a header of
+// up to 4 KiB (np.save writes 128 bytes).
+constexpr std::size_t max_npz_bytes = max_array_elements * 8 + max_checkpoint_header;
+constexpr std::size_t max_npz_header_bytes = 4096;
 
 struct ArchiveCloser {
   void operator()(zip_t* z) const { zip_discard(z); }
@@ -90,18 +95,36 @@ std::string read_member(zip_t* z, zip_uint64_t index, const zip_stat_t& st, std:
   return bytes;
 }
 
+// Member i's entry, with every field read_member needs.
+zip_stat_t member_entry(zip_t* z, zip_int64_t i, const std::string& what) {
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat_index(z, static_cast<zip_uint64_t>(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
+      !(st.valid & ZIP_STAT_SIZE) || !(st.valid & ZIP_STAT_COMP_SIZE) || !(st.valid & ZIP_STAT_COMP_METHOD)) {
+    throw error(what + ": member " + std::to_string(i) + ": cannot read its entry: " + zip_error_strerror(zip_get_error(z)));
+  }
+  return st;
+}
+
 StoredCheckpoint read_archive(zip_t* z, std::size_t archive_size, const std::string& what) {
   StoredCheckpoint out;
   std::set<std::string> members;
   const zip_int64_t count = zip_get_num_entries(z, 0);
+  // The members' declared sizes together, before any is inflated: at most max_npz_bytes and
+  // max_npz_header_bytes a member (each member alone is bounded too, in read_member).
+  double declared = 0;
+  for (zip_int64_t i = 0; i < count; ++i) declared += static_cast<double>(member_entry(z, i, what).size);
+  const double bound = static_cast<double>(max_npz_bytes) + static_cast<double>(count) * max_npz_header_bytes;
+  if (declared > bound) {
+    char text[200];
+    std::snprintf(text, sizeof text, ": its %lld members declare %.0f bytes in all, more than the %.0f xgrad reads from one archive",
+                  static_cast<long long>(count), declared, bound);
+    throw error(what + text + " (" + std::to_string(max_array_elements) + " float64 elements and their headers)");
+  }
+  std::size_t elements = 0;  // of the tensors read so far
   for (zip_int64_t i = 0; i < count; ++i) {
-    zip_stat_t st;
-    zip_stat_init(&st);
+    const zip_stat_t st = member_entry(z, i, what);
     const auto index = static_cast<zip_uint64_t>(i);
-    if (zip_stat_index(z, index, 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) || !(st.valid & ZIP_STAT_SIZE) ||
-        !(st.valid & ZIP_STAT_COMP_SIZE) || !(st.valid & ZIP_STAT_COMP_METHOD)) {
-      throw error(what + ": member " + std::to_string(i) + ": cannot read its entry: " + zip_error_strerror(zip_get_error(z)));
-    }
     const std::string member = st.name;
     const std::string member_what = what + ": member '" + member + "'";
     if (!members.insert(member).second) {
@@ -120,7 +143,13 @@ StoredCheckpoint read_archive(zip_t* z, std::size_t archive_size, const std::str
     const std::string name = member.substr(0, member.size() - 4);
     check_tensor_name(name, what);
     const std::string tensor_what = what + ": tensor '" + name + "' (" + member + ")";
-    out.tensors.emplace_back(name, parse_npy(read_member(z, index, st, archive_size, max_member_bytes, tensor_what), tensor_what));
+    StoredArray a = parse_npy(read_member(z, index, st, archive_size, max_member_bytes, tensor_what), tensor_what);
+    elements += a.values.size();
+    if (elements > max_array_elements) {
+      throw error(tensor_what + ": the tensors so far hold " + std::to_string(elements) + " elements, more than the " +
+                  std::to_string(max_array_elements) + " xgrad reads from one archive");
+    }
+    out.tensors.emplace_back(name, std::move(a));
   }
   return out;
 }

@@ -165,12 +165,13 @@ std::string safetensors_bytes(const std::vector<EncodedTensor>& tensors, const C
                               const std::string& what) {
   Json header = Json::object();
   if (!metadata.empty()) {
-    header["__metadata__"] = Json::object();
-    for (const auto& [key, value] : metadata) header["__metadata__"][key] = value;
+    Json members = Json::object();
+    for (const auto& [key, value] : metadata) append_member(members, key, value);
+    append_member(header, "__metadata__", std::move(members));
   }
   std::size_t offset = 0;
   for (const EncodedTensor& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    append_member(header, t.name, {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}});
     offset += t.bytes.size();
   }
   std::string text;

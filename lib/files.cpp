@@ -1,11 +1,17 @@
 #include <xgrad/lib/files.hpp>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <utility>
 
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <xgrad/graph/error.hpp>
@@ -14,7 +20,63 @@ namespace xgrad {
 
 namespace {
 
-// The file to replace: the path, or for a symbolic link the file it points to.
+// What a stat says a file is, for refusals: "a directory", "a FIFO", "a device".
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// A descriptor closed when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+
+// Flags of every open for reading: never blocks on a FIFO, never becomes a controlling terminal.
+constexpr int read_flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+
+// Refuses a location that is not a plain relative path beneath a directory.
+void check_relative(const std::string& relative, const std::string& what) {
+  const std::string where = what + " location '" + relative.substr(0, 256) + "'";
+  if (relative.find('\0') != std::string::npos) throw error(what + " location holds a NUL byte");
+  if (relative.empty() || relative[0] == '/') throw error(where + " is not a relative path beside the model");
+  std::stringstream parts(relative);
+  for (std::string part; std::getline(parts, part, '/');) {
+    if (part == "..") throw error(where + " leaves the model's directory (\"..\")");
+  }
+}
+
+// The directory a model's files are looked up in, open as a descriptor.
+int open_directory(const std::string& dir, const std::string& what) {
+  const std::string d = dir.empty() ? "." : dir;
+  const int fd = ::open(d.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw error(what + ": cannot open the model's directory " + d + ": " + std::strerror(errno));
+  return fd;
+}
+
+std::string beneath_message(const std::string& dir, const std::string& relative, const std::string& what, int e) {
+  const std::string where = what + " location '" + relative + "'";
+  const std::string d = dir.empty() ? "." : dir;
+  switch (e) {
+    case EXDEV: return where + ": a symbolic link on the way leads out of the model's directory " + d + "; refusing to read it";
+    case ELOOP: return where + ": a symbolic link on the way (this system has no openat2 to check where it leads, so xgrad follows none beneath " + d + ")";
+    case ENOENT: return where + ": no such file in " + d;
+    case ENOTDIR: return where + ": a component of it is not a directory";
+    default: return where + ": cannot open it: " + std::strerror(e);
+  }
+}
+
+// The file to replace: the path, or for a symbolic link the file it points to. Refuses what
+// write_file_atomically may not replace.
 std::string write_target(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return path;
@@ -22,11 +84,23 @@ std::string write_target(const std::string& path) {
     std::error_code ec;
     const auto target = std::filesystem::canonical(path, ec);
     if (ec || stat(path.c_str(), &st) != 0) throw error(path + ": is a symbolic link to nothing; refusing to write through it");
-    if (!S_ISREG(st.st_mode)) throw error(path + ": exists and is not a regular file; refusing to replace it");
+    if (!S_ISREG(st.st_mode)) throw error(path + ": exists and is " + file_kind(st.st_mode) + "; refusing to replace it");
     return target.string();
   }
-  if (!S_ISREG(st.st_mode)) throw error(path + ": exists and is not a regular file; refusing to replace it");
+  if (!S_ISREG(st.st_mode)) throw error(path + ": exists and is " + file_kind(st.st_mode) + "; refusing to replace it");
   return path;
+}
+
+// Refuses a target that is the same file as one of the inputs.
+void check_not_an_input(const std::string& path, const std::string& target, const std::vector<std::string>& inputs) {
+  struct stat out;
+  if (::stat(target.c_str(), &out) != 0) return;  // a new file is no input
+  for (const std::string& in : inputs) {
+    struct stat st;
+    if (!in.empty() && ::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino) {
+      throw error(path + ": is the input " + in + "; refusing to write over it");
+    }
+  }
 }
 
 // The process's umask from /proc/self/status (Linux 4.7 and later), 022 where it is not there.
@@ -38,13 +112,158 @@ mode_t current_umask() {
   return 022;
 }
 
+// Holds SIGINT, SIGTERM and SIGHUP back while it lives (the thread's mask): a temporary file is
+// removed or renamed before such a signal takes effect.
+class HeldSignals {
+ public:
+  HeldSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+    pthread_sigmask(SIG_BLOCK, &set, &m_old);
+  }
+  ~HeldSignals() { pthread_sigmask(SIG_SETMASK, &m_old, nullptr); }
+  HeldSignals(const HeldSignals&) = delete;
+  HeldSignals& operator=(const HeldSignals&) = delete;
+
+ private:
+  sigset_t m_old;
+};
+
+int open_for_reading(const std::string& path, const std::string& what) {
+  if (path.find('\0') != std::string::npos) throw error(what + ": the file name holds a NUL byte");
+  const int fd = ::open(path.c_str(), read_flags);
+  if (fd < 0) {
+    const int e = errno;
+    throw error(what + (e == ENOENT ? std::string(": no such file") : ": cannot open the file: " + std::string(std::strerror(e))));
+  }
+  return fd;
+}
+
 }  // namespace
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+InputFile::InputFile(const std::string& path, const std::string& what) : InputFile(open_for_reading(path, what), what) {}
+
+InputFile::InputFile(int fd, std::string what) : m_fd(fd), m_what(std::move(what)) {
+  struct stat st;
+  if (fstat(m_fd, &st) != 0) {
+    const int e = errno;
+    ::close(std::exchange(m_fd, -1));
+    throw error(m_what + ": cannot read its size: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(std::exchange(m_fd, -1));
+    throw error(m_what + ": " + file_kind(st.st_mode) + ", not a regular file");
+  }
+  m_size = static_cast<std::size_t>(st.st_size);
+}
+
+InputFile::InputFile(InputFile&& other) noexcept
+    : m_fd(std::exchange(other.m_fd, -1)), m_size(other.m_size), m_what(std::move(other.m_what)) {}
+
+InputFile::~InputFile() {
+  if (m_fd >= 0) ::close(m_fd);
+}
+
+InputFile InputFile::beneath(const std::string& dir, const std::string& relative, const std::string& what) {
+  check_relative(relative, what);
+  const Fd base(open_directory(dir, what));
+  open_how how{};
+  how.flags = static_cast<std::uint64_t>(read_flags);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  const long fd = ::syscall(SYS_openat2, base.fd, relative.c_str(), &how, sizeof how);
+  if (fd < 0) {
+    const int e = errno;
+    // No openat2 (Linux before 5.6, or a sandbox that filters it): the walk that follows no link.
+    if (e == ENOSYS || e == EPERM) return beneath_walk(dir, relative, what);
+    throw error(beneath_message(dir, relative, what, e));
+  }
+  return InputFile(static_cast<int>(fd), what + " location '" + relative + "'");
+}
+
+InputFile InputFile::beneath_walk(const std::string& dir, const std::string& relative, const std::string& what) {
+  check_relative(relative, what);
+  Fd at(open_directory(dir, what));
+  std::stringstream parts(relative);
+  std::vector<std::string> names;
+  for (std::string part; std::getline(parts, part, '/');) {
+    if (!part.empty() && part != ".") names.push_back(part);
+  }
+  if (names.empty()) throw error(what + " location '" + relative + "' names no file");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const bool last = i + 1 == names.size();
+    const int flags = last ? read_flags | O_NOFOLLOW : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    const int fd = ::openat(at.fd, names[i].c_str(), flags);
+    if (fd < 0) {
+      const int e = errno;
+      // O_PATH | O_NOFOLLOW on a link to a directory fails with ENOTDIR: a link there too.
+      struct stat st;
+      const bool link = fstatat(at.fd, names[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+      throw error(beneath_message(dir, relative, what, link ? ELOOP : e));
+    }
+    Fd next(fd);
+    if (last) return InputFile(next.release(), what + " location '" + relative + "'");
+    std::swap(at.fd, next.fd);
+  }
+  throw error(what + " location '" + relative + "' names no file");  // not reached
+}
+
+std::string InputFile::read(std::size_t offset, std::size_t n) const {
+  if (offset > m_size || n > m_size - offset) {
+    throw error(m_what + ": bytes " + std::to_string(offset) + "+" + std::to_string(n) + " lie beyond its end (" +
+                std::to_string(m_size) + " bytes)");
+  }
+  std::string bytes(n, '\0');
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t got = ::pread(m_fd, bytes.data() + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw error(m_what + ": cannot read it: " + std::strerror(errno));
+    if (got == 0) throw error(m_what + ": the file changed while being read (it is shorter than " + std::to_string(m_size) + " bytes now)");
+    done += static_cast<std::size_t>(got);
+  }
+  return bytes;
+}
+
+std::string InputFile::read_all(std::size_t max_bytes) const {
+  if (m_size > max_bytes) {
+    throw error(m_what + ": " + std::to_string(m_size) + " bytes, more than the " + std::to_string(max_bytes) +
+                " this reader takes");
+  }
+  return read(0, m_size);
+}
+
+std::size_t regular_file_size(const std::string& path) { return InputFile(path).size(); }
+
+std::string read_file_range(const std::string& path, std::size_t offset, std::size_t n) {
+  return InputFile(path).read(offset, n);
+}
+
+std::string read_text_file(const std::string& path, std::size_t max_bytes) { return InputFile(path).read_all(max_bytes); }
+
+void check_output_path(const std::string& path, const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
+  if (path.empty()) throw error("an output path is empty");
+  if (path.find('\0') != std::string::npos) throw error("an output path holds a NUL byte");
   const fs::path target(write_target(path));
+  check_not_an_input(path, target.string(), inputs);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw error(path + ": its directory " + dir.string() + " does not exist");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw error(path + ": cannot write in its directory " + dir.string() + ": " + std::strerror(errno));
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  if (path.find('\0') != std::string::npos) throw error("an output path holds a NUL byte");
+  const fs::path target(write_target(path));
+  check_not_an_input(path, target.string(), inputs);
+  const HeldSignals held;
   std::string temp = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
-  const int fd = mkstemp(temp.data());
+  const int fd = mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) throw error(path + ": cannot create a temporary file in its directory: " + std::strerror(errno));
   // The mode a new file would get (0666 less the umask, read without changing it: umask() is
   // process-wide), or the mode of the file it replaces.
@@ -63,7 +282,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (::close(fd) != 0 && e == 0) e = errno;
   if (e != 0) {
     ::unlink(temp.c_str());
-    throw error(path + ": cannot write it: " + std::strerror(e));
+    throw error(path + ": cannot write it: " + std::strerror(e) + (e == EFBIG ? " (a file-size limit, ulimit -f)" : ""));
   }
   if (::rename(temp.c_str(), target.c_str()) != 0) {
     e = errno;
@@ -72,34 +291,6 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   }
 }
 
-
-std::string read_file_range(const std::string& path, std::size_t offset, std::size_t n) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(path + ": cannot open the file");
-  in.seekg(static_cast<std::streamoff>(offset));
-  std::string bytes(n, '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(n));
-  if (static_cast<std::size_t>(in.gcount()) != n) throw error(path + ": the file changed while being read");
-  return bytes;
-}
-
-std::size_t regular_file_size(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    throw error(path + ": " + (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
-  }
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw error(path + ": cannot read its size: " + ec.message());
-  return static_cast<std::size_t>(size);
-}
-
-std::string read_text_file(const std::string& path, std::size_t max_bytes) {
-  const std::size_t size = regular_file_size(path);
-  if (size > max_bytes) {
-    throw error(path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
-                " this reader takes");
-  }
-  return read_file_range(path, 0, size);
-}
+void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
 
 }  // namespace xgrad

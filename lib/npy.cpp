@@ -249,15 +249,17 @@ StoredArray parse_npy(std::string_view bytes, const std::string& what) {
 }
 
 StoredArray read_npy(const std::string& path) {
-  const std::size_t total = regular_file_size(path);
-  const auto read = [&](std::size_t offset, std::size_t n) { return read_file_range(path, offset, n); };
+  const InputFile file(path);
+  const std::size_t total = file.size();
+  const auto read = [&](std::size_t offset, std::size_t n) { return file.read(offset, n); };
   const NpyHeader h = read_npy_header(read, total, path);
   return decode_npy_data(h, read(h.data_offset, total - h.data_offset));
 }
 
 xt::xarray<std::int64_t> read_npy_integers(const std::string& path) {
-  const std::size_t total = regular_file_size(path);
-  const auto read = [&](std::size_t offset, std::size_t n) { return read_file_range(path, offset, n); };
+  const InputFile file(path);
+  const std::size_t total = file.size();
+  const auto read = [&](std::size_t offset, std::size_t n) { return file.read(offset, n); };
   const NpyHeader h = read_npy_header(read, total, path, true);
   auto out = xt::xarray<std::int64_t>::from_shape(h.shape);
   decode_elements(h, read(h.data_offset, total - h.data_offset), out.data(),

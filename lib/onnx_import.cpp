@@ -171,18 +171,10 @@ Shape checked_shape(const google::protobuf::RepeatedField<std::int64_t>& dims, s
   return shape;
 }
 
-// A path for external data: relative, no "..", so that it names a file beside the model.
-std::string external_path(const std::string& model_path, const std::string& location, const std::string& what) {
-  if (location.empty() || location[0] == '/') {
-    throw error(what + ": external data location '" + location + "' is not a relative path beside the model");
-  }
-  std::stringstream parts(location);
-  for (std::string part; std::getline(parts, part, '/');) {
-    if (part == "..") throw error(what + ": external data location '" + location + "' leaves the model's directory");
-  }
-  if (location.find('\0') != std::string::npos) throw error(what + ": external data location has a NUL byte");
+// The directory external data is looked up in: the model's.
+std::string model_directory(const std::string& model_path) {
   const std::size_t slash = model_path.rfind('/');
-  return (slash == std::string::npos ? std::string() : model_path.substr(0, slash + 1)) + location;
+  return slash == std::string::npos ? std::string(".") : model_path.substr(0, slash == 0 ? 1 : slash);
 }
 
 std::int64_t decode_int(const unsigned char* b, std::size_t n, bool is_signed) {
@@ -194,7 +186,7 @@ std::int64_t decode_int(const unsigned char* b, std::size_t n, bool is_signed) {
 
 // A TensorProto's values. model_path is where external data is looked for ("" refuses it).
 OnnxTensor tensor_from_proto(const TensorProto& p, const std::string& model_path, std::size_t max_elements,
-                             std::size_t max_file_bytes, const std::string& what) {
+                             const std::string& what) {
   const ElemType* e = find_elem_type(p.data_type());
   if (!e) throw error(what + ": element type " + elem_type_name(p.data_type()) + " is not supported");
   if (p.has_segment()) throw error(what + ": segmented tensors are not supported");
@@ -222,15 +214,21 @@ OnnxTensor tensor_from_proto(const TensorProto& p, const std::string& model_path
         (kv.key() == "offset" ? offset : length) = std::stoull(v);
       }
     }
-    const std::string file = external_path(model_path, location, what);
-    const std::size_t size = regular_file_size(file);
-    if (size > max_file_bytes) throw error(what + ": external data file " + location + " is larger than allowed");
-    if (length == std::size_t(-1)) length = offset <= size ? size - offset : 0;
-    if (offset > size || length > size - offset) {
-      throw error(what + ": external data range " + std::to_string(offset) + "+" + std::to_string(length) +
-                  " lies beyond the end of " + location + " (" + std::to_string(size) + " bytes)");
+    if (location.empty()) throw error(what + ": external data without a location");
+    // Opened beneath the model's directory (no "..", no absolute path, no link that leads out),
+    // and only the tensor's bytes read from it.
+    const InputFile file = InputFile::beneath(model_directory(model_path), location, what + ": external data");
+    const std::size_t size = file.size();
+    if (offset > size) {
+      throw error(file.what() + ": offset " + std::to_string(offset) + " lies beyond its end (" + std::to_string(size) + " bytes)");
     }
-    external = read_file_range(file, offset, length);
+    if (length == std::size_t(-1)) length = size - offset;
+    if (length != count * e->bytes) {
+      throw error(file.what() + ": shape " + shape_str(shape) + " of " + t.dtype + " needs " +
+                  std::to_string(count * e->bytes) + " bytes of data, the external data range " + std::to_string(offset) +
+                  "+" + std::to_string(length) + " has " + std::to_string(length));
+    }
+    external = file.read(offset, length);
     raw = &external;
   }
 
@@ -402,9 +400,21 @@ template <class T>
 class Importer {
  public:
   Importer(const std::string& path, const OnnxImportOptions& options, Graph<T>& g, bool external_data = true)
-      : m_path(path), m_data_path(external_data ? path : std::string()), m_options(options), m_g(g) {}
+      : m_path(path), m_data_path(external_data ? path : std::string()), m_options(options), m_g(g),
+        m_budget(options.max_work, "raise it with OnnxImportOptions::max_work (xgrad import --max-work N)") {
+    if (!(options.max_work >= 0 && options.max_work <= 1e300)) {
+      throw error(path + ": OnnxImportOptions::max_work must be a finite number >= 0, got " + std::to_string(options.max_work));
+    }
+  }
 
   void run(const onnx::ModelProto& model) {
+    // Every node the import builds is charged before its forward runs, every value it computes
+    // itself (a fold) as it reads its inputs and writes its outputs.
+    struct Limit {
+      Graph<T>& g;
+      ~Limit() { g.limit_work(nullptr); }
+    } const limit{m_g};
+    m_g.limit_work(&m_budget);
     m_opset = default_opset(model);
     m_model_float = model_float_type(model);
     const onnx::GraphProto& graph = model.graph();
@@ -429,7 +439,7 @@ class Importer {
     for (const TensorProto& t : graph.initializer()) {
       const std::string what = m_path + ": initializer '" + t.name() + "'";
       if (m_values.count(t.name())) throw error(what + ": defined twice");
-      OnnxTensor v = tensor_from_proto(t, m_data_path, m_options.max_elements, m_options.max_file_bytes, what);
+      OnnxTensor v = tensor_from_proto(t, m_data_path, m_options.max_elements, what);
       count_elements(v.shape(), what);
       Value<T>& slot = m_values[t.name()];
       if (v.is_float() && live.count(t.name())) {
@@ -630,6 +640,11 @@ class Importer {
     }
   }
 
+  // Charges work computed at import (not by a graph node) to the budget.
+  void charge(double work) {
+    if (!m_budget.add(work)) fail(m_budget.refusal(m_ctx->n.op_type() + " computed at import", work));
+  }
+
   void count_elements(const Shape& shape, const std::string& what) {
     const std::optional<std::size_t> n = bounded_size(shape, m_options.max_elements);
     if (!n || *n > m_options.max_elements - std::min(m_options.max_elements, m_elements)) {
@@ -828,6 +843,7 @@ class Importer {
     round_to_type(t);
     Value<T> out;
     count_elements(t.shape(), m_ctx->where + ": output '" + m_ctx->n.output(static_cast<int>(k)) + "'");
+    charge(Op::element_count(t.shape()));
     out.known = std::move(t);
     out.from_int_input = from_int_input;
     out.index_input = index_input;
@@ -861,6 +877,13 @@ class Importer {
     bool all_known = true;
     for (std::size_t k = 0; k < input_count(); ++k) all_known = all_known && is_known(k);
     m_inputs_known = all_known;
+    if (all_known) {  // a fold reads its inputs
+      double reads = 0;
+      for (std::size_t k = 0; k < input_count(); ++k) {
+        if (has_input(k) && m_values.at(input_name(k)).known) reads += Op::element_count(m_values.at(input_name(k)).known->shape());
+      }
+      charge(reads);
+    }
     const std::size_t before = m_g.size();
     try {
       // Shape and Size read only their input's shape, fixed at import.
@@ -1117,7 +1140,7 @@ class Importer {
   }
 
   OnnxTensor tensor_attr(const onnx::AttributeProto& a) const {
-    return tensor_from_proto(a.t(), m_data_path, m_options.max_elements, m_options.max_file_bytes,
+    return tensor_from_proto(a.t(), m_data_path, m_options.max_elements,
                              m_ctx->where + ": attribute '" + a.name() + "'");
   }
 
@@ -1609,21 +1632,6 @@ class Importer {
     return reshape_to(log_form ? log_softmax(rows, -1) : softmax(rows, -1), s);
   }
 
-  // Counts a product's multiply-adds against max_work before it runs.
-  void charge_product(const Shape& a, const Shape& b, bool ta, bool tb) {
-    const Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-    const auto batch = broadcast_shapes(ba, bb);
-    double batches = 1;
-    for (std::size_t d : batch ? *batch : ba) batches *= static_cast<double>(d);
-    const double m = static_cast<double>(a[a.size() - (ta ? 1 : 2)]), k = static_cast<double>(a[a.size() - (ta ? 2 : 1)]);
-    const double n = static_cast<double>(b[b.size() - (tb ? 2 : 1)]);
-    m_work += batches * m * k * n;
-    if (m_work > m_options.max_work) {
-      fail("the model's products would cost more than " + number_str(m_options.max_work) +
-           " multiply-adds, the most an import may run");
-    }
-  }
-
   Var<T> matmul_numpy(Var<T> a, Var<T> b) {
     const Shape sa = a.shape(), sb = b.shape();
     if (sa.empty() || sb.empty()) fail("MatMul of a scalar (shapes " + shape_str(sa) + " and " + shape_str(sb) + ")");
@@ -1632,7 +1640,6 @@ class Importer {
     if (vb) b = reshape(b, {sb[0], 1});
     const Shape pa = a.shape(), pb = b.shape();
     if (pa.back() != pb[pb.size() - 2]) fail("MatMul of " + shape_str(sa) + " and " + shape_str(sb) + ": inner sizes differ");
-    charge_product(pa, pb, false, false);
     Var<T> y = matmul(a, b);
     if (va || vb) {
       Shape s = y.shape();
@@ -1967,7 +1974,6 @@ class Importer {
         fail("Gemm of " + shape_str(a.shape()) + (ta ? "^T" : "") + " and " + shape_str(b.shape()) + (tb ? "^T" : "") +
              ": inner sizes differ");
       }
-      charge_product(a.shape(), b.shape(), ta, tb);
       Var<T> y = matmul(a, b, ta, tb);
       const double alpha = attr_float("alpha", 1.0), beta = attr_float("beta", 1.0);
       if (alpha != 1) y = scale(y, alpha);
@@ -2102,7 +2108,7 @@ class Importer {
   std::string m_model_float;
   std::map<std::string, Value<T>> m_values;
   std::size_t m_elements = 0;
-  double m_work = 0;
+  WorkBudget m_budget;
   bool m_inputs_known = false;  // every input of the node being imported is known at import
   const NodeCtx* m_ctx = nullptr;
 };
@@ -2113,7 +2119,7 @@ OnnxTensor read_onnx_tensor(const std::string& path) {
   const std::string bytes = read_text_file(path, std::size_t(1) << 30);
   TensorProto p;
   if (!p.ParseFromString(bytes)) throw error(path + ": not an ONNX TensorProto (truncated or malformed)");
-  return tensor_from_proto(p, "", max_array_elements, std::size_t(1) << 30, path);
+  return tensor_from_proto(p, "", max_array_elements, path);
 }
 
 template <class T>

@@ -41,11 +41,16 @@ struct OnnxImportOptions {
   // input and every parameter leaf, named by their ONNX names in Graph::grads().
   bool gradients = false;
   // Limits, as the JSON importer's: elements of one tensor and of all the graph's values
-  // together, and the bytes of the model file (and of each external data file).
+  // together, and the bytes of the model file. External data is read tensor by tensor, only the
+  // bytes of each (its offset and length in the file).
   std::size_t max_elements = max_array_elements;
   std::size_t max_file_bytes = std::size_t(1) << 30;
-  // The most multiply-adds the products of the graph (MatMul, Gemm) may cost together: the
-  // other ops cost a few visits per element, bounded by max_elements.
+  // The most work the import computes, in element visits (Op::work, as the JSON importer's
+  // ImportOptions::max_work): every node it builds (the backward of `gradients` too) is charged
+  // before its forward runs, and every value it computes at import (shapes, constants) as it
+  // reads and writes it; the first that would pass the limit is refused ("... computing the
+  // graph takes more than N element visits ...; raise it with OnnxImportOptions::max_work").
+  // So a refused import has computed at most max_work. `xgrad import --max-work N` sets it.
   double max_work = max_import_work;
 };
 
@@ -63,8 +68,9 @@ struct OnnxImportOptions {
 //   - the model's outputs as named outputs (Graph::outputs()), by their ONNX names.
 // Shapes are fixed at import: Shape, ConstantOfShape, Range, Cast, comparisons and the shape
 // arithmetic on them are computed once, and what depends on the inputs at run time maps onto
-// xgrad ops, each with its VJP (docs/onnx.md). External data is read only from files beside the
-// model (a relative path without ".."). Throws xgrad::error naming the file and, for a node, its
+// xgrad ops, each with its VJP (docs/onnx.md). External data is read only from files beneath the
+// model's directory: a relative path without "..", through no symbolic link that leads out of it
+// (InputFile::beneath), the tensor's bytes only. Throws xgrad::error naming the file and, for a node, its
 // index, name, op_type, domain and opset ("m.onnx: node 3 'Conv_0' (Conv, domain ai.onnx, opset
 // 13): op not supported") for an op, attribute, type or shape the importer does not handle, and
 // for a truncated or malformed file.

@@ -9,7 +9,9 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <boost/mpl/list.hpp>
 #include <boost/test/unit_test.hpp>
@@ -129,6 +131,33 @@ void check_close(const xt::xarray<T>& actual, const xt::xarray<double>& expected
     const bool ok = std::isnan(e) ? std::isnan(a) : std::isinf(e) ? a == e : std::abs(a - e) <= tol * (1 + std::abs(e));
     BOOST_TEST(ok, "element " << i << ": " << a << " vs " << e);
   }
+}
+
+// A zip archive by hand: members with the given declared (uncompressed) sizes, deflated, each
+// with `compressed` bytes of zeros as its data (never inflated by a reader that refuses first).
+inline std::string zip_declaring(const std::vector<std::uint32_t>& declared, std::uint32_t compressed) {
+  std::string out, central;
+  const auto le = [](std::string& s, std::uint64_t v, int bytes) {
+    for (int k = 0; k < bytes; ++k) s += static_cast<char>((v >> (8 * k)) & 0xff);
+  };
+  for (std::size_t i = 0; i < declared.size(); ++i) {
+    const std::string name = "t" + std::to_string(i) + ".npy";
+    const auto offset = static_cast<std::uint32_t>(out.size());
+    // Local header: signature, version 20, flags 0, method 8 (deflate), time, date, CRC, sizes.
+    le(out, 0x04034b50, 4), le(out, 20, 2), le(out, 0, 2), le(out, 8, 2), le(out, 0, 2), le(out, 0x21, 2);
+    le(out, 0, 4), le(out, compressed, 4), le(out, declared[i], 4), le(out, name.size(), 2), le(out, 0, 2);
+    out += name + std::string(compressed, '\0');
+    le(central, 0x02014b50, 4), le(central, 20, 2), le(central, 20, 2), le(central, 0, 2), le(central, 8, 2);
+    le(central, 0, 2), le(central, 0x21, 2), le(central, 0, 4), le(central, compressed, 4), le(central, declared[i], 4);
+    le(central, name.size(), 2), le(central, 0, 2), le(central, 0, 2), le(central, 0, 2), le(central, 0, 2);
+    le(central, 0, 4), le(central, offset, 4);
+    central += name;
+  }
+  const auto at = static_cast<std::uint32_t>(out.size());
+  out += central;
+  le(out, 0x06054b50, 4), le(out, 0, 2), le(out, 0, 2), le(out, declared.size(), 2), le(out, declared.size(), 2);
+  le(out, central.size(), 4), le(out, at, 4), le(out, 0, 2);
+  return out;
 }
 
 }  // namespace xgrad::test

@@ -44,6 +44,8 @@ BOOST_AUTO_TEST_CASE(json_array) { BOOST_TEST(run_all("json_array", xgrad::fuzz:
 BOOST_AUTO_TEST_CASE(safetensors) { BOOST_TEST(run_all("safetensors", xgrad::fuzz::safetensors) >= 3u); }
 BOOST_AUTO_TEST_CASE(npz) { BOOST_TEST(run_all("npz", xgrad::fuzz::npz) >= 3u); }
 BOOST_AUTO_TEST_CASE(onnx) { BOOST_TEST(run_all("onnx", xgrad::fuzz::onnx) >= 30u); }
+BOOST_AUTO_TEST_CASE(json) { BOOST_TEST(run_all("json", xgrad::fuzz::json) >= 8u); }
+BOOST_AUTO_TEST_CASE(beneath) { BOOST_TEST(run_all("beneath", xgrad::fuzz::beneath) >= 10u); }
 BOOST_AUTO_TEST_CASE(cli_attention) { BOOST_TEST(run_all("cli_attention", xgrad::fuzz::cli_attention) >= 4u); }
 
 BOOST_AUTO_TEST_SUITE_END()

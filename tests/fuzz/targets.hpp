@@ -35,6 +35,14 @@ int onnx(const std::uint8_t* data, std::size_t size);
 // than .json); the rest is split at cli_separator into the q, k, v files, an optional
 // grad-output file and optional extra arguments (separated by NUL bytes).
 int cli_attention(const std::uint8_t* data, std::size_t size);
+// parse_json on the input, beside nlohmann's own parser: what it reads, nlohmann reads as the
+// same document, keys in the same order; what it refuses and nlohmann reads has a key twice,
+// nesting deeper than 8 levels or a NUL byte.
+int json(const std::uint8_t* data, std::size_t size);
+// InputFile::beneath and beneath_walk on the input as a location in a model's directory whose
+// links lead out of it in every way (to a file, through a directory, "..", to /dev/zero) and
+// within it: what opens is a file inside; every refusal names the model and the initializer.
+int beneath(const std::uint8_t* data, std::size_t size);
 inline const std::string cli_separator = "\n\x1e\n";
 
 }  // namespace xgrad::fuzz

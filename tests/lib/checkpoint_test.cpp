@@ -319,7 +319,7 @@ BOOST_AUTO_TEST_CASE(writes_are_atomic) {
                       {"no/such/dir/m", ": cannot create a temporary file in its directory: No such file or directory"});
     fs::create_directories(at(std::string("adir") + extension(format)));
     test::check_error([&] { save_tensors(at(std::string("adir") + extension(format)), small); },
-                      {"exists and is not a regular file; refusing to replace it"});
+                      {"exists and is a directory; refusing to replace it"});
     // A symbolic link: the file it points to is replaced, the link stays.
     const std::string link = at(std::string("link") + extension(format));
     fs::remove(link);
@@ -409,6 +409,18 @@ BOOST_AUTO_TEST_CASE(refuses_bad_npz_files) {
   std::string crc = one;
   crc[crc.find('\n', crc.find("'shape': (1,), }")) + 1] ^= 1;
   check_parse_error(crc, Z, {"t.ckpt: tensor 'a' (a.npy): cannot read it: CRC error"});
+}
+
+BOOST_AUTO_TEST_CASE(npz_members_together_are_bounded_before_any_is_inflated) {
+  // Each member alone declares 1e9 bytes, within its own bound (2^31 + 1 MiB, and 1032 times
+  // its 1 MB compressed), but three together pass the archive's bound (2^28 float64 elements
+  // and headers): a 3 MB archive that would need 3 GB is refused before inflating anything.
+  const std::uint32_t member = 1'000'000'000, compressed = 1'000'000;
+  check_parse_error(test::zip_declaring({member, member, member}, compressed), CheckpointFormat::npz,
+                    {"t.ckpt: its 3 members declare 3000000000 bytes in all, more than the 2247495936 xgrad reads from "
+                     "one archive (268435456 float64 elements and their headers)"});
+  // Two of them are within it: the reader goes on to inflate the first (whose data is no deflate stream).
+  check_parse_error(test::zip_declaring({member, member}, compressed), CheckpointFormat::npz, {"t.ckpt: tensor 't0' (t0.npy): cannot read it"});
 }
 
 BOOST_AUTO_TEST_CASE(reads_files_as_it_reads_bytes) {

@@ -526,7 +526,7 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_node_and_write_nothing) {
 
   Graph<double> fine;
   fine.set_output("y", tanh(fine.input("x", random_array<double>({2}, 66))));
-  check_error([&] { to_onnx(fine, dir); }, {"exists and is not a regular file"});
+  check_error([&] { to_onnx(fine, dir); }, {"exists and is a directory; refusing to replace it"});
   OnnxExportOptions small;
   small.max_bytes = 64;
   check_error([&] { to_onnx_bytes(fine, small); }, {"to_onnx: the model would be", "bytes, over the limit of 64"});

@@ -12,7 +12,7 @@ namespace {
 
 const char* const help =
     "usage: xgrad import MODEL.onnx [--input NAME=FILE]... [--dtype float32|float64] [--grad]\n"
-    "                    -o GRAPH.json\n"
+    "                    [--max-work N] -o GRAPH.json\n"
     "\n"
     "Imports an ONNX model (opsets 1 to 17 of the default domain; the ops docs/onnx.md lists) and\n"
     "writes it as an xgrad graph with every value, which `xgrad replay`, `inspect` and `export`\n"
@@ -28,6 +28,11 @@ const char* const help =
     "  --grad             add the backward nodes of the sum of every element of every output,\n"
     "                     w.r.t. every float graph input and every parameter leaf, named in\n"
     "                     \"grads\" by their ONNX names\n"
+    "  --max-work N       the most work the import may compute, in element visits (Op::work:\n"
+    "                     an element read or written; a product's multiply-adds count 1/8 each),\n"
+    "                     over every node it builds (the backward too) and every value it computes\n"
+    "                     itself; each node is charged before it runs (default 4294967296, 2^32,\n"
+    "                     a few seconds on one core)\n"
     "  -o GRAPH.json      where to write the graph (written whole or not at all)\n"
     "\n"
     "Prints one line: the nodes, dtype, inputs, parameters, outputs and gradients written.\n"
@@ -87,13 +92,14 @@ std::string imported_json(const std::string& model, const OnnxImportOptions& opt
 }
 
 int run(const std::vector<std::string>& args) {
-  const Options o(args, {{"--input", true, true}, {"--dtype", true}, {"--grad", false}, {"-o", true}}, 1);
+  const Options o(args, {{"--input", true, true}, {"--dtype", true}, {"--grad", false}, {"--max-work", true}, {"-o", true}}, 1);
   if (o.positional().empty()) throw usage_error("missing MODEL.onnx");
   const std::string model = o.positional()[0];
   const auto out = o.get("-o");
   if (!out) throw usage_error("missing -o GRAPH.json");
   OnnxImportOptions options;
   options.gradients = o.has("--grad");
+  options.max_work = o.real("--max-work", {0, 1e300, false, false}, max_import_work);
   std::vector<std::string> files = {model};
   for (const std::string& spec : o.all("--input")) {
     const std::size_t eq = spec.find('=');
