@@ -1,8 +1,8 @@
 #include <xgrad/graph/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <unordered_set>
 #include <vector>
 
 namespace xgrad {
@@ -32,8 +32,8 @@ namespace {
 // in its size: each member is appended to its object (Json keeps objects as vectors, whose own
 // insertion searches them: quadratic in an object's size). It stops at the first syntax error,
 // at nesting deeper than the cap (before the DOM is any deeper), and at a key given twice in one
-// object (nlohmann keeps one of them silently), keeping the path to the current value for its
-// message.
+// object (nlohmann keeps one of them silently; checked as the object closes), keeping the path
+// to the current value for its message.
 class Builder {
  public:
   explicit Builder(std::size_t max_depth) : m_max(max_depth) {}
@@ -46,17 +46,12 @@ class Builder {
   bool string(std::string& s) { return value(Json(std::move(s))); }
   bool binary(Json::binary_t& b) { return value(Json::binary(std::move(b))); }
   bool key(std::string& k) {
-    Level& object = m_levels.back();
-    if (!object.keys.insert(k).second) {
-      m_problem = where() + ": the key \"" + k.substr(0, 64) + "\" appears twice";
-      return false;
-    }
-    object.key = std::move(k);
+    m_levels.back().key = std::move(k);
     return true;
   }
   bool start_object(std::size_t) { return open(Json::object()); }
   bool start_array(std::size_t) { return open(Json::array()); }
-  bool end_object() { return close(); }
+  bool end_object() { return unique_keys() && close(); }
   bool end_array() { return close(); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
     m_problem = std::string("not JSON: ") + e.what();
@@ -68,9 +63,8 @@ class Builder {
 
  private:
   struct Level {
-    Json* json;             // the open object or array, inside its parent (which waits for it)
-    std::string key;        // an object's current key
-    std::unordered_set<std::string> keys;
+    Json* json;       // the open object or array, inside its parent (which waits for it)
+    std::string key;  // an object's key for the value to come
   };
   using Members = Json::object_t::Container;  // an object's members, in order
 
@@ -87,7 +81,7 @@ class Builder {
       return &a.back();
     }
     auto& members = static_cast<Members&>(l.json->get_ref<Json::object_t&>());
-    members.emplace_back(l.key, std::move(v));
+    members.emplace_back(std::move(l.key), std::move(v));
     return &members.back().second;
   }
   bool value(Json v) {
@@ -100,8 +94,21 @@ class Builder {
       return false;
     }
     Json* at = place(std::move(empty));
-    m_levels.push_back(Level{at, {}, {}});
+    m_levels.push_back(Level{at, {}});
     return true;
+  }
+  // Refuses the object just read if it has a key twice (checked once it is whole: sorting its
+  // keys costs O(n log n) and copies none).
+  bool unique_keys() {
+    const auto& members = m_levels.back().json->get_ref<const Json::object_t&>();
+    std::vector<std::string_view> keys;
+    keys.reserve(members.size());
+    for (const auto& m : members) keys.push_back(m.first);
+    std::sort(keys.begin(), keys.end());
+    const auto twice = std::adjacent_find(keys.begin(), keys.end());
+    if (twice == keys.end()) return true;
+    m_problem = where() + ": the key \"" + std::string(twice->substr(0, 64)) + "\" appears twice";
+    return false;
   }
   bool close() {
     m_levels.pop_back();
@@ -112,7 +119,7 @@ class Builder {
     std::string path;
     for (std::size_t i = 0; i + 1 < m_levels.size(); ++i) {
       const Level& l = m_levels[i];
-      if (l.json->is_object()) path += (path.empty() ? "" : ".") + l.key;
+      if (l.json->is_object()) path += (path.empty() ? "" : ".") + l.json->get_ref<const Json::object_t&>().back().first;
       else path += "[" + std::to_string(l.json->size() - 1) + "]";
     }
     return path.empty() ? "top level" : path;
