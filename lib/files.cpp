@@ -1,11 +1,14 @@
 #include <xgrad/lib/files.hpp>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 
 #include <fcntl.h>
@@ -111,6 +114,61 @@ mode_t current_umask() {
   }
   return 022;
 }
+
+// The temporary files being written now, for remove_temporary_files: fixed buffers, claimed and
+// cleared without allocating, read from an out-of-memory handler or a signal handler.
+struct TemporarySlot {
+  std::atomic<bool> used{false};
+  char path[PATH_MAX];
+};
+TemporarySlot temporary_files[4 * max_atomic_files];
+
+// A temporary file beside a target (mkostemp), registered while it lives; removed unless renamed.
+struct TemporaryFile {
+  std::string path;
+  int fd = -1;
+  int error = 0;  // mkostemp's errno when fd < 0
+  TemporarySlot* slot = nullptr;
+
+  explicit TemporaryFile(std::string pattern) : path(std::move(pattern)) {
+    for (auto& s : temporary_files) {
+      bool expected = false;
+      if (s.used.compare_exchange_strong(expected, true)) {
+        slot = &s;
+        break;
+      }
+    }
+    if (!slot) throw std::logic_error("write_files_atomically: more temporary files at once than it registers");
+    slot->path[0] = '\0';
+    fd = mkostemp(path.data(), O_CLOEXEC);
+    if (fd < 0) {
+      error = errno;
+      slot->used = false;
+      slot = nullptr;
+      return;
+    }
+    const std::size_t n = std::min(path.size(), sizeof slot->path - 1);
+    std::memcpy(slot->path, path.c_str(), n);
+    slot->path[n] = '\0';
+  }
+  TemporaryFile(TemporaryFile&& o) noexcept
+      : path(std::move(o.path)), fd(std::exchange(o.fd, -1)), error(o.error), slot(std::exchange(o.slot, nullptr)) {}
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(TemporaryFile&&) = delete;
+  int close() { return ::close(std::exchange(fd, -1)); }
+  void renamed() { release(false); }
+  ~TemporaryFile() { release(true); }
+
+ private:
+  void release(bool remove) {
+    if (fd >= 0) ::close(std::exchange(fd, -1));
+    if (!slot) return;
+    if (remove) ::unlink(path.c_str());
+    slot->used = false;
+    slot = nullptr;
+  }
+};
 
 // Holds SIGINT, SIGTERM and SIGHUP back while it lives (the thread's mask): a temporary file is
 // removed or renamed before such a signal takes effect.
@@ -257,37 +315,57 @@ void check_output_path(const std::string& path, const std::vector<std::string>& 
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes, const std::vector<std::string>& inputs) {
+  write_files_atomically({{path, bytes}}, inputs);
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files,
+                            const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
-  if (path.find('\0') != std::string::npos) throw error("an output path holds a NUL byte");
-  const fs::path target(write_target(path));
-  check_not_an_input(path, target.string(), inputs);
+  if (files.size() > max_atomic_files) throw std::logic_error("write_files_atomically: more than max_atomic_files files");
+  // Every check before anything is written.
+  std::vector<fs::path> targets;
+  for (const auto& [path, bytes] : files) {
+    if (path.find('\0') != std::string::npos) throw error("an output path holds a NUL byte");
+    targets.emplace_back(write_target(path));
+    check_not_an_input(path, targets.back().string(), inputs);
+  }
   const HeldSignals held;
-  std::string temp = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
-  const int fd = mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) throw error(path + ": cannot create a temporary file in its directory: " + std::strerror(errno));
-  // The mode a new file would get (0666 less the umask, read without changing it: umask() is
-  // process-wide), or the mode of the file it replaces.
-  struct stat old {};
-  const mode_t mode = ::stat(target.c_str(), &old) == 0 ? (old.st_mode & 07777) : (0666 & ~current_umask());
-  int e = 0;
-  if (fchmod(fd, mode) != 0) e = errno;
-  for (std::size_t done = 0; e == 0 && done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) e = errno;
-    else if (n == 0) e = EIO;
-    else done += static_cast<std::size_t>(n);
+  std::vector<TemporaryFile> temps;
+  temps.reserve(files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string& path = files[i].first;
+    const std::string& bytes = files[i].second;
+    temps.emplace_back((targets[i].parent_path() / ("." + targets[i].filename().string() + ".XXXXXX")).string());
+    TemporaryFile& temp = temps.back();
+    if (temp.fd < 0) throw error(path + ": cannot create a temporary file in its directory: " + std::strerror(temp.error));
+    // The mode a new file would get (0666 less the umask, read without changing it: umask() is
+    // process-wide), or the mode of the file it replaces.
+    struct stat old {};
+    const mode_t mode = ::stat(targets[i].c_str(), &old) == 0 ? (old.st_mode & 07777) : (0666 & ~current_umask());
+    int e = 0;
+    if (fchmod(temp.fd, mode) != 0) e = errno;
+    for (std::size_t done = 0; e == 0 && done < bytes.size();) {
+      const ssize_t n = ::write(temp.fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) e = errno;
+      else if (n == 0) e = EIO;
+      else done += static_cast<std::size_t>(n);
+    }
+    if (e == 0 && fsync(temp.fd) != 0) e = errno;
+    if (temp.close() != 0 && e == 0) e = errno;
+    if (e != 0) throw error(path + ": cannot write it: " + std::strerror(e) + (e == EFBIG ? " (a file-size limit, ulimit -f)" : ""));
   }
-  if (e == 0 && fsync(fd) != 0) e = errno;
-  if (::close(fd) != 0 && e == 0) e = errno;
-  if (e != 0) {
-    ::unlink(temp.c_str());
-    throw error(path + ": cannot write it: " + std::strerror(e) + (e == EFBIG ? " (a file-size limit, ulimit -f)" : ""));
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (::rename(temps[i].path.c_str(), targets[i].c_str()) != 0) {
+      throw error(files[i].first + ": cannot replace it: " + std::strerror(errno));
+    }
+    temps[i].renamed();
   }
-  if (::rename(temp.c_str(), target.c_str()) != 0) {
-    e = errno;
-    ::unlink(temp.c_str());
-    throw error(path + ": cannot replace it: " + std::strerror(e));
+}
+
+void remove_temporary_files() noexcept {
+  for (auto& slot : temporary_files) {
+    if (slot.used.load()) ::unlink(slot.path);
   }
 }
 

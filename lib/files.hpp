@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace xgrad {
@@ -86,6 +87,18 @@ void check_output_path(const std::string& path, const std::vector<std::string>& 
 // check_output_path (with the same `inputs`), or if it cannot be written.
 void write_file_atomically(const std::string& path, const std::string& bytes,
                            const std::vector<std::string>& inputs = {});
+
+// Several (path, bytes) files, each as write_file_atomically writes one; every check is made
+// before anything is written, and every temporary is complete before the first rename, so a
+// failure while writing (a full device) replaces none of them. At most max_atomic_files.
+inline constexpr std::size_t max_atomic_files = 8;
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files,
+                            const std::vector<std::string>& inputs = {});
+
+// Removes the temporary files the writers above have open right now. Async-signal-safe and
+// allocation-free: for a program's out-of-memory handler, which must not unwind (the xgrad tool's
+// does), or a fatal signal's.
+void remove_temporary_files() noexcept;
 
 // Ignores SIGXFSZ, so that writing past a file-size limit (ulimit -f) fails the write with EFBIG,
 // which write_file_atomically reports, instead of killing the process with a partial file. For

@@ -10,6 +10,7 @@
 #include <xgrad/lib/checkpoint.hpp>
 #include <xgrad/lib/diagnostics.hpp>
 #include <xgrad/lib/documented_example.hpp>
+#include <xgrad/lib/files.hpp>
 #include <xgrad/lib/format.hpp>
 #include <xgrad/lib/grad.hpp>
 #include <xgrad/lib/gradcheck.hpp>

@@ -240,61 +240,11 @@ namespace {
 
 // What exit_out_of_memory reads: fixed buffers, filled and cleared without allocating there.
 char phase_text[max_phase_text + 1] = "starting";
-char temp_files[max_output_files][PATH_MAX];  // "" for a free slot
 
 void copy_text(char* to, const char* from, std::size_t capacity) {
   const std::size_t n = std::min(std::strlen(from), capacity - 1);
   std::memcpy(to, from, n);
   to[n] = '\0';
-}
-
-// A temporary file's registration for the lifetime of one write_files_atomically call.
-class TempFile {
- public:
-  explicit TempFile(const std::string& path) {
-    for (auto& slot : temp_files) {
-      if (slot[0] == '\0') {
-        m_slot = slot;
-        copy_text(slot, path.c_str(), PATH_MAX);
-        return;
-      }
-    }
-    throw std::logic_error("write_files_atomically: more than max_output_files temporary files");
-  }
-  ~TempFile() { m_slot[0] = '\0'; }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
- private:
-  char* m_slot = nullptr;
-};
-
-// The file to replace for the output path `path`: the path itself, or for a symbolic link the
-// file it points to; xgrad::error for anything but a regular file or nothing.
-std::string output_target(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return path;  // absent (or unreachable: mkstemp says so)
-  if (S_ISLNK(st.st_mode)) {
-    char resolved[PATH_MAX];
-    if (stat(path.c_str(), &st) != 0 || !realpath(path.c_str(), resolved)) {
-      throw error(path + ": is a symbolic link to nothing; refusing to write through it");
-    }
-    if (!S_ISREG(st.st_mode)) throw error(path + ": exists and is not a regular file; refusing to replace it");
-    return resolved;
-  }
-  if (!S_ISREG(st.st_mode)) throw error(path + ": exists and is not a regular file; refusing to replace it");
-  return path;
-}
-
-// Writes all of `bytes` to fd; false with errno set if it cannot.
-bool write_all(int fd, const std::string& bytes) {
-  for (std::size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
@@ -316,59 +266,21 @@ void exit_out_of_memory(const char* command) noexcept {
   }
   const ssize_t written = ::write(STDERR_FILENO, line, n);
   (void)written;  // nothing more can be done about a failing stderr
-  for (const auto& slot : temp_files) {
-    if (slot[0] != '\0') ::unlink(slot);
-  }
+  remove_temporary_files();
   _exit(2);
 }
 
 void write_files_atomically(const std::vector<std::pair<std::string, FileContents>>& files,
                             const std::vector<std::string>& inputs) {
-  namespace fs = std::filesystem;
-  if (files.size() > max_output_files) throw std::logic_error("write_files_atomically: too many files");
-  std::vector<std::string> targets;
-  for (const auto& [path, contents] : files) {
-    targets.push_back(output_target(path));
-    std::error_code ec;
-    for (const auto& input : inputs) {
-      if (fs::exists(targets.back(), ec) && fs::equivalent(targets.back(), input, ec)) {
-        throw error(path + ": is an input file; refusing to overwrite it");
-      }
-    }
+  // The library's writer (lib/files.hpp), after every path is checked and every content made.
+  std::vector<std::pair<std::string, std::string>> contents;
+  for (const auto& [path, make] : files) check_output_path(path, inputs);
+  for (const auto& [path, make] : files) {
+    const Phase phase("writing " + path);
+    contents.emplace_back(path, make());
   }
-  const mode_t mask = umask(0);  // mkstemp makes 0600; the outputs get the usual umask-based mode
-  umask(mask);
-  std::vector<std::string> temps;
-  std::optional<TempFile> registered[max_output_files];
-  const auto discard = [&] {
-    for (const auto& t : temps) ::unlink(t.c_str());
-  };
-  try {
-    for (std::size_t i = 0; i < files.size(); ++i) {
-      const std::string& path = files[i].first;
-      const Phase phase("writing " + path);
-      const fs::path target(targets[i]);
-      std::string temp = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
-      const std::string bytes = files[i].second();
-      const int fd = mkstemp(temp.data());
-      if (fd < 0) throw error(path + ": cannot create a file in its directory");
-      registered[i].emplace(temp);  // before anything can allocate
-      temps.push_back(temp);
-      const bool written = write_all(fd, bytes) && fchmod(fd, 0666 & ~mask) == 0;
-      const int write_errno = errno;
-      if (::close(fd) != 0 || !written) {
-        throw error(path + ": cannot write it: " + std::strerror(written ? errno : write_errno));
-      }
-    }
-    for (std::size_t i = 0; i < files.size(); ++i) {
-      if (::rename(temps[i].c_str(), targets[i].c_str()) != 0) {
-        throw error(files[i].first + ": cannot replace it: " + std::strerror(errno));
-      }
-    }
-  } catch (...) {
-    discard();
-    throw;
-  }
+  const Phase phase("writing " + (files.empty() ? std::string() : files.front().first));
+  xgrad::write_files_atomically(contents, inputs);
 }
 
 }  // namespace xgrad::tool

@@ -126,22 +126,21 @@ struct GraphFile {
 };
 GraphFile read_graph_file(const std::string& path);
 
-// Writes each (path, contents) through a temporary file in the path's directory; once all are
-// complete they are renamed into place, so a failure leaves none half-written and replaces
-// none, and its message names the path, never the temporary. contents() is called for one file
-// at a time. Refuses (xgrad::error), before writing anything, a path that is one of `inputs`
-// and a path that exists and is not a regular file (a directory, a FIFO, a device, a socket).
-// A symbolic link is followed: the file it points to is replaced and the link stays; a link
-// to nothing is refused. At most max_output_files files.
+// Writes each (path, contents) as xgrad::write_files_atomically (lib/files.hpp) does: every path
+// checked first (check_output_path with `inputs`: none may be an input, a directory, a device),
+// then each contents() made, then all written through temporaries and renamed into place, so a
+// failure leaves none half-written and replaces none, and its message names the path, never the
+// temporary. A symbolic link is followed: the file it points to is replaced and the link stays;
+// a link to nothing is refused. At most max_output_files files.
 using FileContents = std::function<std::string()>;
-inline constexpr std::size_t max_output_files = 8;
+inline constexpr std::size_t max_output_files = max_atomic_files;
 void write_files_atomically(const std::vector<std::pair<std::string, FileContents>>& files,
                             const std::vector<std::string>& inputs);
 
 // Out of memory. The tool's new-handler (main.cpp) must not allocate or unwind (nlohmann/json
 // allocates in its destructors), so what it needs is kept in fixed buffers here: the phase the
-// command is in, named by a Phase for its lifetime ("replaying g.json"), and the temporary
-// files write_files_atomically has open.
+// command is in, named by a Phase for its lifetime ("replaying g.json"); the temporary files
+// write_files_atomically has open are the library's to remove (remove_temporary_files).
 inline constexpr std::size_t max_phase_text = 480;
 class Phase {
  public:

@@ -1,5 +1,4 @@
 // xgrad: the command-line tool. `xgrad <command> [options]`, `xgrad <command> --help`.
-#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -86,7 +85,7 @@ int stdout_failed(const char* command) {
 int main(int argc, char** argv) {
   xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU, unless OPENBLAS_CORETYPE is set
   std::set_new_handler(out_of_memory);
-  std::signal(SIGXFSZ, SIG_IGN);  // past a file-size limit write() fails with EFBIG, which is reported
+  xgrad::ignore_file_size_signal();  // past a file-size limit write() fails with EFBIG, which is reported
   // Output stays in this buffer until the command has finished, so an error or running out of
   // memory prints nothing half; the commands write larger outputs in one call.
   static char stdout_buffer[1 << 20];
