@@ -3,6 +3,8 @@
 // append_member for writers.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+#include <random>
 #include <string>
 
 #include <xgrad/graph/json.hpp>
@@ -21,9 +23,48 @@ std::string object_of(std::size_t n) {
   return text + "}";
 }
 
+// A random document of at most `depth` levels: objects of distinct keys (in random order),
+// arrays, strings with escapes, integers of every kind, doubles, booleans, null.
+Json random_document(std::mt19937_64& rng, int depth) {
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
+  const int kind = depth > 1 ? pick(8) : 2 + pick(6);
+  switch (kind) {
+    case 0: {
+      Json o = Json::object();
+      const int n = pick(6);
+      for (int i = 0; i < n; ++i) o["k" + std::to_string(rng() % 1000) + "\"\n\u00e9"] = random_document(rng, depth - 1);
+      return o;
+    }
+    case 1: {
+      Json a = Json::array();
+      const int n = pick(6);
+      for (int i = 0; i < n; ++i) a.push_back(random_document(rng, depth - 1));
+      return a;
+    }
+    case 2: return Json(static_cast<std::int64_t>(rng()));
+    case 3: return Json(static_cast<std::uint64_t>(rng()));
+    case 4: return Json(std::ldexp(static_cast<double>(rng() % 100000) - 50000, pick(200) - 100));
+    case 5: return Json(std::string(pick(4), static_cast<char>('a' + pick(26))) + "\t\\");
+    case 6: return Json(pick(2) == 1);
+    default: return Json(nullptr);
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(json_parse)
+
+BOOST_AUTO_TEST_CASE(random_documents_read_as_nlohmann_reads_them) {
+  // Property: for documents of every shape, parse_json gives the document nlohmann's own parser
+  // gives, keys in the order of the text, and writes back the same text.
+  std::mt19937_64 rng(37);
+  for (int i = 0; i < 500; ++i) {
+    const std::string text = random_document(rng, 6).dump(i % 3 == 0 ? 2 : -1);
+    const Json ours = parse_json(text, 6, "t");
+    BOOST_TEST_REQUIRE(ours == Json::parse(text), text);
+    BOOST_TEST_REQUIRE(ours.dump(i % 3 == 0 ? 2 : -1) == text);
+  }
+}
 
 BOOST_AUTO_TEST_CASE(keeps_values_types_and_key_order) {
   const Json j = parse_json(R"({"z": 1, "a": [true, null, -2, 18446744073709551615, 0.5, "s"], "m": {"y": {}, "b": []}})", 4, "t");
