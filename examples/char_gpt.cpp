@@ -18,9 +18,8 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
+#include <new>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -47,37 +46,43 @@ const char* const usage =
     "Trains a character-level GPT (pre-LN blocks, causal multi-head attention, GELU MLP) with\n"
     "AdamW, warm-up and cosine decay, and prints the train and val loss at every evaluation.\n"
     "Model:\n"
-    "  --layers N          transformer blocks (default 4)\n"
-    "  --heads N           attention heads per block, dividing --d-model (default 4)\n"
-    "  --d-model N         width of the residual stream (default 128)\n"
-    "  --block N           tokens per window, the context length (default 64)\n"
+    "  --layers N          transformer blocks, 1 to 1024 (default 4)\n"
+    "  --heads N           attention heads per block, 1 to 1024, dividing --d-model (default 4)\n"
+    "  --d-model N         width of the residual stream, 1 to 65536 (default 128)\n"
+    "  --block N           tokens per window, the context length, 1 to 65536 (default 64)\n"
     "  --dropout P         dropout probability in [0, 1) (default 0)\n"
     "  --dtype T           float32 or float64 (default float32)\n"
     "Training:\n"
-    "  --batch N           windows per step (default 12)\n"
+    "  --batch N           windows per step, 1 to 65536 (default 12)\n"
     "  --steps N           optimizer steps in all, counting those of a resumed run (default 2000)\n"
     "  --lr X              peak learning rate (default 1e-3); the schedule decays to X / 10\n"
     "  --warmup N          steps of linear warm-up (default 100)\n"
     "  --decay-steps N     step at which the cosine decay ends (default --steps)\n"
     "  --weight-decay X    AdamW weight decay of the 2-D weights (default 0.1)\n"
     "  --seed S            seed of the initial weights, the windows and the sample (default 1)\n"
-    "  --data FILE         train on this text file (default: the corpus of the fortunes package,\n"
-    "                      /usr/share/games/fortunes)\n"
+    "  --data FILE         train on this text file, a regular file of at most 1 GiB (default: the\n"
+    "                      corpus of the fortunes package, /usr/share/games/fortunes)\n"
+    "  The model, --batch and --eval-batches together may need at most about 16 GiB (an estimate).\n"
     "Evaluation and output:\n"
     "  --eval-every N      evaluate every N steps, and at the first and last (default 100)\n"
-    "  --eval-batches N    batches of each split per evaluation (default 20)\n"
+    "  --eval-batches N    batches of each split per evaluation, 1 to 10000 (default 20)\n"
     "  --save CKPT         write a checkpoint (.safetensors or .npz) at every evaluation and at the end\n"
     "  --resume CKPT       continue the run a checkpoint saved, bit for bit as if uninterrupted\n"
-    "  --sample N          print N generated characters at the end (default 0)\n"
+    "  --sample N          print N generated characters at the end, at most 10000000 (default 0)\n"
     "  --temperature X     sampling temperature > 0 (default 1)\n"
     "  --onnx FILE.onnx    write the trained model for serving at the end: an ONNX model (evaluation\n"
     "                      mode) of input ids (1, block) int64 and outputs logits (1, block, vocab)\n"
     "                      and chars (vocab), the byte of each token (examples/serve_char_gpt.js)\n"
-    "  --log FILE.csv      losses, learning rate and attention statistics at every evaluation\n"
+    "  --log FILE.csv      losses, learning rate and attention statistics at every evaluation (the\n"
+    "                      whole file rewritten at each one)\n"
     "  --plot FILE.svg     the losses, each head's attention entropy and each layer's gradient gain\n"
     "                      against the step\n"
     "  --max-val-loss X    exit 1 unless the last val loss is below X\n"
-    "Exit status: 0 on success, 1 if --max-val-loss is not met, 2 for bad usage or input.\n";
+    "Files: --save, --onnx, --log and --plot are checked before training starts (refused: a\n"
+    "directory, a device, a FIFO, a missing directory, the --data or --resume file) and each is\n"
+    "written whole or not at all, through a fresh temporary file renamed over it.\n"
+    "Exit status: 0 on success, 1 if --max-val-loss is not met, 2 for bad usage or input, or a\n"
+    "file that cannot be written.\n";
 
 struct Options {
   Config model;
@@ -96,46 +101,130 @@ struct UsageError {
   std::string message;
 };
 
-std::size_t parse_count(const std::string& option, const std::string& text, std::size_t min) {
+// ---- The values of options, from the command line or a checkpoint's metadata -----------------
+//
+// One rule per option, whichever it comes from: parse() reads argv with it, and
+// apply_resume_metadata reads the checkpoint's key with the same bounds and message (naming the
+// checkpoint and the key), so that a checkpoint can hold nothing the command line refuses.
+
+// A whole-number option and the metadata key that stores it ("" for none).
+struct CountRule {
+  const char* option;
+  const char* key;
+  std::size_t min, max;
+};
+
+inline constexpr std::size_t max_count = std::size_t(1) << 40;
+
+// The bounds keep a run to what a machine can build (the memory estimate below checks them
+// together); a checkpoint's "step", the steps done, has the bounds of --steps.
+const CountRule count_rules[] = {
+    {"--layers", "layers", 1, 1024},         {"--heads", "heads", 1, 1024},
+    {"--d-model", "d_model", 1, 65536},      {"--block", "block", 1, 65536},
+    {"--batch", "batch", 1, 65536},          {"--eval-batches", "eval_batches", 1, 10000},
+    {"--steps", "step", 0, max_count},       {"--warmup", "warmup", 0, max_count},
+    {"--decay-steps", "decay_steps", 0, max_count}, {"--seed", "seed", 0, max_count},
+    {"--eval-every", "", 1, max_count},      {"--sample", "", 0, 10'000'000},
+};
+
+// A number option: finite, and in the range `ok` accepts (`range` says which).
+struct NumberRule {
+  const char* option;
+  const char* key;
+  bool (*ok)(double);
+  const char* range;
+};
+
+const NumberRule number_rules[] = {
+    {"--dropout", "dropout", [](double x) { return x >= 0 && x < 1; }, "in [0, 1)"},
+    {"--lr", "lr", [](double x) { return x >= 0; }, ">= 0"},
+    {"--weight-decay", "weight_decay", [](double x) { return x >= 0; }, ">= 0"},
+    {"--temperature", "", [](double x) { return x > 0; }, "> 0"},
+    {"--max-val-loss", "", [](double x) { return x > 0; }, "> 0"},
+};
+
+// The rule of an option ("--layers") or of a metadata key ("layers").
+template <class Rule, std::size_t N>
+const Rule& find_rule(const Rule (&rules)[N], const std::string& name) {
+  for (const Rule& r : rules) {
+    if (name == r.option || name == r.key) return r;
+  }
+  throw std::logic_error("char_gpt: no rule for " + name);
+}
+
+// A value as an error message quotes it: at most 40 characters (a checkpoint's may be long).
+std::string quoted(const std::string& text) {
+  return "'" + (text.size() <= 40 ? text : text.substr(0, 40) + "...") + "'";
+}
+
+// `what` is the option ("--layers") or the checkpoint's key ("run.npz's layers").
+std::size_t parse_count(const CountRule& rule, const std::string& text, const std::string& what) {
   char* end = nullptr;
   errno = 0;
   const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0 || n < min || n > (1ull << 40)) {
-    throw UsageError{option + " needs a whole number >= " + std::to_string(min) + ", not '" + text + "'"};
+  if (text.empty() || text[0] < '0' || text[0] > '9' || *end != '\0' || errno != 0 || n < rule.min || n > rule.max) {
+    throw UsageError{what + " needs a whole number from " + std::to_string(rule.min) + " to " + std::to_string(rule.max) +
+                     ", not " + quoted(text)};
   }
   return static_cast<std::size_t>(n);
 }
 
-// A finite number that `ok` accepts, `range` saying which ("> 0").
-template <class Ok>
-double parse_number(const std::string& option, const std::string& text, Ok ok, const char* range) {
+double parse_number(const NumberRule& rule, const std::string& text, const std::string& what) {
   char* end = nullptr;
   const double x = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(x) || !ok(x)) {
-    throw UsageError{option + " needs a number " + range + ", not '" + text + "'"};
+  if (text.empty() || *end != '\0' || !std::isfinite(x) || !rule.ok(x)) {
+    throw UsageError{what + " needs a number " + rule.range + ", not " + quoted(text)};
   }
   return x;
 }
 
-// What the model needs of the options, from the command line or a checkpoint (`where`).
+std::string parse_dtype(const std::string& text, const std::string& what) {
+  if (text != "float32" && text != "float64") throw UsageError{what + " must be float32|float64, not " + quoted(text)};
+  return text;
+}
+
+// The most bytes a run may need by run_bytes' estimate (16 GiB), and of training text (1 GiB).
+inline constexpr double max_run_bytes = 16.0 * (1ull << 30);
+inline constexpr std::size_t max_data_bytes = std::size_t(1) << 30;
+
+// An estimate of the memory a run holds at its peak, for the vocabulary of 256 tokens at most:
+// per parameter 8 values (the value, its gradient, AdamW's two moments, the copies in the
+// evaluation and serving graphs); per layer, window and position the activations of the
+// training graph (forward and backward) and of the evaluation graph, 130 values per channel and
+// 12 per attention weight; the one-hot targets; the evaluation windows (int64). Measured peaks
+// (RSS, float32) of runs from 140 MB to 4.4 GB were 0.66 to 1.05 times the estimate.
+double run_bytes(const Options& o) {
+  const Config& c = o.model;
+  const double L = static_cast<double>(c.layers), H = static_cast<double>(c.heads), d = static_cast<double>(c.d_model);
+  const double T = static_cast<double>(c.block), B = static_cast<double>(o.batch), V = 256;
+  const double value = o.dtype == "float64" ? 8 : 4;
+  const double params = 2 * V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d;
+  const double activations = L * B * T * (130 * d + 12 * H * T) + 4 * B * T * V;
+  const double eval_windows = 4 * static_cast<double>(o.eval_batches) * B * T * 8;
+  return value * (8 * params + activations) + eval_windows;
+}
+
+// The rules that combine options, from the command line or a checkpoint (`where`).
 void check_options(const Options& o, const std::string& where) {
   const Config& c = o.model;
-  if (c.layers == 0 || c.heads == 0 || c.d_model == 0 || c.block == 0 || o.batch == 0 || o.eval_batches == 0) {
-    throw UsageError{where + "layers, heads, d_model, block, batch and eval_batches must be >= 1"};
-  }
   if (c.d_model % c.heads != 0) {
     throw UsageError{where + "--heads " + std::to_string(c.heads) + " does not divide --d-model " + std::to_string(c.d_model)};
   }
-  if (!(c.dropout >= 0 && c.dropout < 1) || !(o.schedule.lr >= 0) || !(o.weight_decay >= 0)) {
-    throw UsageError{where + "dropout must be in [0, 1), lr and weight_decay >= 0"};
+  const double bytes = run_bytes(o);
+  if (bytes > max_run_bytes) {
+    char gib[32], limit[32];
+    std::snprintf(gib, sizeof gib, "%.1f", bytes / (1ull << 30));
+    std::snprintf(limit, sizeof limit, "%.0f", max_run_bytes / (1ull << 30));
+    throw UsageError{where + "the run would need about " + gib + " GiB (--layers " + std::to_string(c.layers) + " --heads " +
+                     std::to_string(c.heads) + " --d-model " + std::to_string(c.d_model) + " --block " +
+                     std::to_string(c.block) + " --batch " + std::to_string(o.batch) + " --eval-batches " +
+                     std::to_string(o.eval_batches) + ", " + o.dtype +
+                     "), more than the " + limit + " GiB char_gpt allows: make the model, --block or --batch smaller"};
   }
-  if (o.dtype != "float32" && o.dtype != "float64") throw UsageError{where + "--dtype must be float32|float64, not '" + o.dtype + "'"};
 }
 
 Options parse(int argc, char** argv) {
   Options o;
-  const auto positive = [](double x) { return x > 0; };
-  const auto non_negative = [](double x) { return x >= 0; };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -149,27 +238,26 @@ Options parse(int argc, char** argv) {
     if (!known.count(arg) || i + 1 >= argc) throw UsageError{"unknown or incomplete option '" + arg + "'"};
     const std::string v = argv[++i];
     o.given.insert(arg);
-    if (arg == "--layers") o.model.layers = parse_count(arg, v, 1);
-    if (arg == "--heads") o.model.heads = parse_count(arg, v, 1);
-    if (arg == "--d-model") o.model.d_model = parse_count(arg, v, 1);
-    if (arg == "--block") o.model.block = parse_count(arg, v, 1);
-    if (arg == "--dropout") o.model.dropout = parse_number(arg, v, [](double x) { return x >= 0 && x < 1; }, "in [0, 1)");
-    if (arg == "--batch") o.batch = parse_count(arg, v, 1);
-    if (arg == "--steps") o.steps = parse_count(arg, v, 0);
-    if (arg == "--lr") o.schedule.lr = parse_number(arg, v, non_negative, ">= 0");
-    if (arg == "--warmup") o.schedule.warmup = parse_count(arg, v, 0);
-    if (arg == "--decay-steps") o.decay_steps = parse_count(arg, v, 0);
-    if (arg == "--weight-decay") o.weight_decay = parse_number(arg, v, non_negative, ">= 0");
-    if (arg == "--seed") o.seed = parse_count(arg, v, 0);
-    if (arg == "--eval-every") o.eval_every = parse_count(arg, v, 1);
-    if (arg == "--eval-batches") o.eval_batches = parse_count(arg, v, 1);
-    if (arg == "--sample") o.sample = parse_count(arg, v, 0);
-    if (arg == "--temperature") o.temperature = parse_number(arg, v, positive, "> 0");
-    if (arg == "--max-val-loss") o.max_val_loss = parse_number(arg, v, positive, "> 0");
-    if (arg == "--dtype") {
-      if (v != "float32" && v != "float64") throw UsageError{"--dtype must be float32|float64, not '" + v + "'"};
-      o.dtype = v;
-    }
+    const auto count = [&] { return parse_count(find_rule(count_rules, arg), v, arg); };
+    const auto number = [&] { return parse_number(find_rule(number_rules, arg), v, arg); };
+    if (arg == "--layers") o.model.layers = count();
+    if (arg == "--heads") o.model.heads = count();
+    if (arg == "--d-model") o.model.d_model = count();
+    if (arg == "--block") o.model.block = count();
+    if (arg == "--dropout") o.model.dropout = number();
+    if (arg == "--batch") o.batch = count();
+    if (arg == "--steps") o.steps = count();
+    if (arg == "--lr") o.schedule.lr = number();
+    if (arg == "--warmup") o.schedule.warmup = count();
+    if (arg == "--decay-steps") o.decay_steps = count();
+    if (arg == "--weight-decay") o.weight_decay = number();
+    if (arg == "--seed") o.seed = count();
+    if (arg == "--eval-every") o.eval_every = count();
+    if (arg == "--eval-batches") o.eval_batches = count();
+    if (arg == "--sample") o.sample = count();
+    if (arg == "--temperature") o.temperature = number();
+    if (arg == "--max-val-loss") o.max_val_loss = number();
+    if (arg == "--dtype") o.dtype = parse_dtype(v, arg);
     for (const auto& [name, field] : {std::pair{"--data", &o.data}, {"--save", &o.save}, {"--resume", &o.resume},
                                       {"--log", &o.log}, {"--plot", &o.plot}, {"--onnx", &o.onnx}}) {
       if (arg == name) {
@@ -207,46 +295,70 @@ struct SplitMix64 {
 struct Corpus {
   std::string source;                 // what was read, for the output and the checkpoint
   std::string chars;                  // the character set: token i is the byte chars[i]
-  std::vector<std::int64_t> train, val;
+  std::vector<std::uint8_t> train, val;  // token ids (a character set has 256 tokens at most)
 };
 
-std::string read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError{"cannot read " + path.string()};
-  return std::string(std::istreambuf_iterator<char>(in), {});
+// The text files of the default corpus in name order: no index (.dat), no symlink (the .u8
+// names). None if the directory is missing.
+std::vector<std::string> default_corpus_files() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> files;
+  if (!fs::is_directory(default_corpus, ec)) return files;
+  for (const auto& e : fs::directory_iterator(default_corpus, ec)) {
+    if (e.is_regular_file() && !e.is_symlink() && e.path().extension() != ".dat") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The files a run reads that an output may not replace: --data (or the default corpus) and
+// --resume, except for --save, which may continue the checkpoint it resumed (read whole before
+// the first step, and replaced atomically).
+std::vector<std::string> run_inputs(const Options& o, const std::string& option) {
+  std::vector<std::string> inputs = o.data.empty() ? default_corpus_files() : std::vector<std::string>{o.data};
+  if (!o.resume.empty() && option != "--save") inputs.push_back(o.resume);
+  return inputs;
+}
+
+// Appends the bytes of a regular file (never a directory, FIFO or device: xgrad::InputFile opens
+// without blocking and refuses them) to text, keeping text within max_data_bytes.
+void append_file(std::string& text, const std::string& path, const std::string& what) {
+  const xgrad::InputFile in(path, what);
+  if (in.size() > max_data_bytes - text.size()) {
+    throw xgrad::error(what + " holds " + std::to_string(text.size() + in.size()) + " bytes, more than the " +
+                       std::to_string(max_data_bytes) + " (" + std::to_string(max_data_bytes >> 30) + " GiB) char_gpt trains on");
+  }
+  text += in.read(0, in.size());
 }
 
 Corpus load_corpus(const std::string& data, std::size_t block) {
   Corpus c;
   std::string text;
   if (!data.empty()) {
-    text = read_bytes(data);
+    append_file(text, data, "--data " + data);
     c.source = data;
   } else {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (!fs::is_directory(default_corpus, ec)) {
+    const std::vector<std::string> files = default_corpus_files();
+    if (files.empty()) {
       throw UsageError{std::string("the default corpus ") + default_corpus +
                        " is missing: install Debian's fortunes package (./tools/setup does) or give --data FILE"};
     }
-    std::vector<fs::path> files;  // the text files: no index (.dat), no symlink (the .u8 names)
-    for (const auto& e : fs::directory_iterator(default_corpus)) {
-      if (e.is_regular_file() && !e.is_symlink() && e.path().extension() != ".dat") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) text += read_bytes(f);
+    for (const auto& f : files) append_file(text, f, "the default corpus: " + f);
     c.source = std::string(default_corpus) + " (" + std::to_string(files.size()) + " files)";
   }
   bool present[256] = {};
   for (const unsigned char b : text) present[b] = true;
-  std::int64_t id_of[256] = {};
+  std::uint8_t id_of[256] = {};
   for (int b = 0; b < 256; ++b) {
     if (present[b]) {
-      id_of[b] = static_cast<std::int64_t>(c.chars.size());
+      id_of[b] = static_cast<std::uint8_t>(c.chars.size());
       c.chars.push_back(static_cast<char>(b));
     }
   }
   const std::size_t split = text.size() * 9 / 10;
+  c.train.reserve(split);
+  c.val.reserve(text.size() - split);
   for (std::size_t i = 0; i < text.size(); ++i) {
     (i < split ? c.train : c.val).push_back(id_of[static_cast<unsigned char>(text[i])]);
   }
@@ -260,7 +372,7 @@ Corpus load_corpus(const std::string& data, std::size_t block) {
 
 // `batch` windows of the split, starting at positions drawn from rng: x (B, T) and their
 // successors y (B, T).
-std::pair<xt::xarray<std::int64_t>, xt::xarray<std::int64_t>> windows(const std::vector<std::int64_t>& tokens,
+std::pair<xt::xarray<std::int64_t>, xt::xarray<std::int64_t>> windows(const std::vector<std::uint8_t>& tokens,
                                                                       std::size_t batch, std::size_t block,
                                                                       SplitMix64& rng) {
   xt::xarray<std::int64_t> x = xt::zeros<std::int64_t>({batch, block}), y = x;
@@ -411,22 +523,55 @@ std::string plot_svg(const std::vector<Evaluation>& evals, const Config& c, cons
   return s.str();
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) throw UsageError{"cannot write " + path};
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 std::string duration(double seconds) {
   char buf[32];
   const long s = std::lround(seconds);
   std::snprintf(buf, sizeof buf, s >= 60 ? "%ldm%02lds" : "%ld.%lds", s >= 60 ? s / 60 : long(seconds),
                 s >= 60 ? s % 60 : long(seconds * 10) % 10);
   return buf;
+}
+
+// ---- Output files ---------------------------------------------------------------------------
+
+// The files a run writes, with their options.
+std::vector<std::pair<std::string, std::string>> run_outputs(const Options& o) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  for (const auto& [option, path] : {std::pair{"--save", o.save}, {"--onnx", o.onnx}, {"--log", o.log}, {"--plot", o.plot}}) {
+    if (!path.empty()) outputs.emplace_back(option, path);
+  }
+  return outputs;
+}
+
+// Refuses, before anything is read or trained, an output that could not be written or would
+// destroy an input (xgrad::check_output_path), and two outputs that are one file.
+void check_outputs(const Options& o) {
+  namespace fs = std::filesystem;
+  const auto outputs = run_outputs(o);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [option, path] = outputs[i];
+    try {
+      xgrad::check_output_path(path, run_inputs(o, option));
+    } catch (const xgrad::error& e) {
+      throw UsageError{option + " " + e.what()};
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      std::error_code ec1, ec2;
+      const fs::path a = fs::weakly_canonical(path, ec1), b = fs::weakly_canonical(outputs[j].second, ec2);
+      if (!ec1 && !ec2 && a == b) {
+        throw UsageError{outputs[j].first + " and " + option + " name one file, " + a.string()};
+      }
+    }
+  }
+}
+
+// Writes an output whole or not at all (xgrad::write_file_atomically: a fresh temporary beside
+// it, every write checked, renamed over it; never over an input). Errors name the option.
+void write_output(const Options& o, const std::string& option, const std::string& path, const std::string& bytes) {
+  try {
+    xgrad::write_file_atomically(path, bytes, run_inputs(o, option));
+  } catch (const xgrad::error& e) {
+    throw xgrad::error(option + " " + e.what());
+  }
 }
 
 // ---- Training -------------------------------------------------------------------------------
@@ -473,9 +618,10 @@ ResumePoint apply_resume_metadata(Options& o, const xgrad::CheckpointMetadata& m
     return it->second;
   };
   if (get("program") != "char_gpt") throw UsageError{path + " is not a char_gpt checkpoint"};
-  const auto count = [&](const std::string& key) { return parse_count(path + "'s " + key, get(key), 0); };
+  // Each value read with the rule of its option: the same bounds, the message naming the file and key.
+  const auto count = [&](const std::string& key) { return parse_count(find_rule(count_rules, key), get(key), path + "'s " + key); };
   const auto number = [&](const std::string& key) {
-    return parse_number(path + "'s " + key, get(key), [](double) { return true; }, "");
+    return parse_number(find_rule(number_rules, key), get(key), path + "'s " + key);
   };
   const auto take = [&](const char* option, const char* key, auto& field, auto stored) {
     if (o.given.count(option) && field != stored) {
@@ -489,7 +635,7 @@ ResumePoint apply_resume_metadata(Options& o, const xgrad::CheckpointMetadata& m
   take("--d-model", "d_model", o.model.d_model, count("d_model"));
   take("--block", "block", o.model.block, count("block"));
   take("--dropout", "dropout", o.model.dropout, number("dropout"));
-  take("--dtype", "dtype", o.dtype, get("dtype"));
+  take("--dtype", "dtype", o.dtype, parse_dtype(get("dtype"), path + "'s dtype"));
   take("--batch", "batch", o.batch, count("batch"));
   take("--lr", "lr", o.schedule.lr, number("lr"));
   take("--warmup", "warmup", o.schedule.warmup, count("warmup"));
@@ -580,7 +726,7 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
     auto meta = run_metadata(o, corpus);
     meta["step"] = std::to_string(step);
     meta["data_rng"] = std::to_string(rng.state);
-    xgrad::save_tensors(o.save, tensors, meta);
+    write_output(o, "--save", o.save, xgrad::checkpoint_bytes(tensors, meta, xgrad::checkpoint_format(o.save), o.save));
   };
 
   const auto evaluate = [&] {
@@ -627,12 +773,9 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
               o.steps, o.resume.empty() ? "" : (", resumed at step " + std::to_string(step)).c_str());
   std::fflush(stdout);
 
-  std::FILE* log = nullptr;
-  if (!o.log.empty()) {
-    log = std::fopen(o.log.c_str(), "w");
-    if (!log) throw UsageError{"cannot write " + o.log};
-    std::fputs(csv_header(o.model).c_str(), log);
-  }
+  // The log is small (a row per evaluation): its text is kept and the whole file rewritten at
+  // each evaluation, atomically, so that it is never half a row or lost to a failed write.
+  std::string log_text = o.log.empty() ? "" : csv_header(o.model);
   std::vector<Evaluation> evals;
   const bool progress = isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
@@ -644,9 +787,9 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
     std::printf("step %5zu  train %.4f  val %.4f  lr %.2e  %s\n", e.step, e.train_loss, e.val_loss, e.lr,
                 duration(seconds()).c_str());
     std::fflush(stdout);
-    if (log) {
-      std::fputs(csv_row(e).c_str(), log);
-      std::fflush(log);
+    if (!o.log.empty()) {
+      log_text += csv_row(e);
+      write_output(o, "--log", o.log, log_text);
     }
     evals.push_back(e);
     if (!o.save.empty()) save();
@@ -668,7 +811,6 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
     if (step % o.eval_every == 0 || step == o.steps) report();
   }
   if (progress) std::fputs("\r\033[K", stderr);
-  if (log) std::fclose(log);
   const double elapsed = seconds();
   std::printf("trained %zu steps in %s (%.0f tokens/s, evaluations included)\n", step - first_step,
               duration(elapsed).c_str(),
@@ -677,7 +819,7 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
     std::ostringstream title;
     title << "char_gpt: " << o.model.layers << " layers, " << o.model.heads << " heads, d " << o.model.d_model
           << ", lr " << o.schedule.lr;
-    write_text_file(o.plot, plot_svg(evals, o.model, title.str()));
+    write_output(o, "--plot", o.plot, plot_svg(evals, o.model, title.str()));
   }
 
   // The model for one window of ids in evaluation mode, with the trained parameters: sampling
@@ -697,7 +839,7 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
     xt::xarray<T> bytes = xt::zeros<T>({corpus.chars.size()});
     for (std::size_t i = 0; i < corpus.chars.size(); ++i) bytes(i) = static_cast<unsigned char>(corpus.chars[i]);
     gs.set_output("chars", gs.constant("chars", bytes));
-    xgrad::to_onnx(gs, o.onnx);
+    write_output(o, "--onnx", o.onnx, xgrad::to_onnx_bytes(gs));
     std::printf("wrote %s: ids (1, %zu) int64 -> logits (1, %zu, %zu), chars (%zu), %s\n", o.onnx.c_str(), o.model.block,
                 o.model.block, o.model.vocab, o.model.vocab, o.dtype.c_str());
   }
@@ -743,9 +885,11 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
+  xgrad::ignore_file_size_signal();  // past a file-size limit (ulimit -f) a write fails: an error, not a kill
+  xgrad::use_best_blas_kernels();    // OpenBLAS's best kernels for this CPU (docs/performance.md)
   try {
     Options o = parse(argc, argv);
+    check_outputs(o);
     std::optional<ResumePoint> resumed;
     if (!o.resume.empty()) {  // the model, its dtype and the schedule come from the checkpoint
       resumed = apply_resume_metadata(o, xgrad::read_checkpoint_metadata(o.resume), o.resume);
@@ -754,7 +898,10 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::fprintf(stderr, "char_gpt: %s\n(char_gpt --help lists the options)\n", e.message.c_str());
     return 2;
-  } catch (const std::exception& e) {  // xgrad::error (a checkpoint, a file), or out of memory
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "char_gpt: out of memory: make the model (--layers, --d-model), --block or --batch smaller\n");
+    return 2;
+  } catch (const std::exception& e) {  // xgrad::error: a checkpoint, a file read or written
     std::fprintf(stderr, "char_gpt: %s\n", e.what());
     return 2;
   }

@@ -1,5 +1,11 @@
 // examples/char_gpt: its model and training step against PyTorch (tests/data/make_char_gpt_fixture.py),
 // and the program's checkpoints: a resumed run is bit for bit the uninterrupted one.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <regex>
+#include <tuple>
+
 #include "../check.hpp"
 #include "../tools/sandbox.hpp"
 
@@ -130,7 +136,7 @@ BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
     BOOST_TEST(r.err.find("char_gpt: " + message) != std::string::npos, r.err);
     BOOST_TEST(r.out.empty(), r.out);
   };
-  refused("--steps -3", "--steps needs a whole number >= 0, not '-3'");
+  refused("--steps -3", "--steps needs a whole number from 0 to 1099511627776, not '-3'");
   refused("--frobnicate 1", "unknown or incomplete option '--frobnicate'");
   refused("--steps", "unknown or incomplete option '--steps'");
   refused("--heads 3", "--heads 3 does not divide --d-model 128");
@@ -138,7 +144,7 @@ BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
   refused("--lr nan", "--lr needs a number >= 0, not 'nan'");
   refused("--dtype half", "--dtype must be float32|float64, not 'half'");
   refused("--save out.pt", "--save needs a .safetensors or .npz file, not 'out.pt'");
-  refused("--data missing.txt", "cannot read missing.txt");
+  refused("--data missing.txt", "--data missing.txt: no such file");
   refused("--data tiny.txt", "tiny.txt has 3 bytes: its last 10% must hold a window of --block 64 tokens and one more");
   refused("--resume missing.safetensors", "missing.safetensors");
   // A resumed run keeps the model its checkpoint holds.
@@ -226,6 +232,218 @@ BOOST_AUTO_TEST_CASE(logs_every_head_and_plots_them) {
   BOOST_TEST(tty.rc == 0);
   BOOST_TEST(tty.out.find("step 3/3  loss ") != std::string::npos, tty.out);
   BOOST_TEST(tty.out.find(" tokens/s  ETA ") != std::string::npos, tty.out);
+}
+
+// ---- Files and limits (issue 37): every output checked before training, written through
+// xgrad::write_file_atomically, never over an input; --data a regular file of at most 1 GiB;
+// a checkpoint's metadata held to the bounds of the options.
+
+namespace {
+
+const std::string tiny_model = " --layers 1 --heads 2 --d-model 8 --block 4 --batch 2 --eval-batches 1";
+
+// A directory with corpus.txt, 4000 bytes of two characters: enough for tiny_model.
+struct CharGptBox : Sandbox {
+  CharGptBox() { write_text(dir / "corpus.txt", std::string(2000, 'a') + std::string(2000, 'b')); }
+  // char_gpt with `args`, stopped after 60 s (exit 124) if it hangs.
+  Run run(const std::string& args) const { return shell("exec timeout 60 '" XGRAD_CHAR_GPT "' " + args); }
+  // Expects a refusal before training: exit 2, the message on stderr, nothing on stdout (the
+  // first line a run prints comes before training), within `seconds`.
+  void refused(const std::string& args, const std::string& message, double seconds = 20) const {
+    const auto start = std::chrono::steady_clock::now();
+    const Run r = run(args);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    BOOST_TEST(r.rc == 2, args << ": exit " << r.rc);
+    BOOST_TEST(r.err.find("char_gpt: " + message) != std::string::npos, args << "\n" << r.err);
+    BOOST_TEST(r.out.empty(), args << "\n" << r.out);
+    BOOST_TEST(took < seconds, args << ": took " << took << " s");
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_link_at_the_old_temporary_names_is_not_written_through) {
+  // The bug: --plot wrote PATH.tmp, then renamed it: a symbolic link planted at run.svg.tmp was
+  // written through (the victim overwritten) and renamed to run.svg. Now each output goes
+  // through a fresh mkstemp name and the links stay as they were.
+  CharGptBox box;
+  write_text(box.dir / "victim.txt", "precious");
+  for (const char* link : {"run.svg.tmp", "run.csv.tmp", "c.safetensors.tmp"}) fs::create_symlink("victim.txt", box.dir / link);
+  const std::set<std::string> before = box.entries();
+  const Run r = box.run("--data corpus.txt" + tiny_model + " --steps 2 --log run.csv --plot run.svg --save c.safetensors");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(read_text(box.dir / "victim.txt") == "precious");
+  for (const char* link : {"run.svg.tmp", "run.csv.tmp", "c.safetensors.tmp"}) {
+    BOOST_TEST(fs::is_symlink(box.dir / link), link);
+    BOOST_TEST(fs::read_symlink(box.dir / link) == "victim.txt", link);
+  }
+  for (const char* out : {"run.svg", "run.csv", "c.safetensors"}) {
+    BOOST_TEST((fs::is_regular_file(box.dir / out) && !fs::is_symlink(box.dir / out)), out);
+  }
+  BOOST_TEST(read_text(box.dir / "run.svg").find("<svg") != std::string::npos);
+  BOOST_TEST(read_text(box.dir / "run.csv").find("step,train_loss") == 0u);
+  std::set<std::string> expected = before;
+  expected.insert({"run.svg", "run.csv", "c.safetensors"});
+  BOOST_TEST((box.entries() == expected));  // no temporary left beside them
+}
+
+BOOST_AUTO_TEST_CASE(an_output_naming_an_input_is_refused_before_training) {
+  // The bug: --log opened its path for writing at once, so --log naming the --data file
+  // truncated the training text. Each output is compared with --data and --resume as files
+  // (the same inode: through a link or another spelling too), before anything is trained.
+  CharGptBox box;
+  const std::string text = read_text(box.dir / "corpus.txt");
+  for (const std::string ext : {".csv", ".svg", ".safetensors", ".onnx"}) write_text(box.dir / ("data" + ext), text);
+  box.refused("--data data.csv --log data.csv" + tiny_model,
+              "--log data.csv: is the input data.csv; refusing to write over it");
+  box.refused("--data data.svg --plot ./data.svg" + tiny_model,
+              "--plot ./data.svg: is the input data.svg; refusing to write over it");
+  box.refused("--data data.safetensors --save data.safetensors" + tiny_model,
+              "--save data.safetensors: is the input data.safetensors; refusing to write over it");
+  box.refused("--data data.onnx --onnx data.onnx" + tiny_model, "--onnx data.onnx: is the input data.onnx; refusing to write over it");
+  fs::create_symlink("corpus.txt", box.dir / "link.csv");
+  fs::create_hard_link(box.dir / "corpus.txt", box.dir / "hard.svg");
+  box.refused("--data corpus.txt --log link.csv" + tiny_model, "--log link.csv: is the input corpus.txt");
+  box.refused("--data corpus.txt --plot hard.svg" + tiny_model, "--plot hard.svg: is the input corpus.txt");
+  for (const std::string ext : {".csv", ".svg", ".safetensors", ".onnx"}) {
+    BOOST_TEST(read_text(box.dir / ("data" + ext)) == text, ext);
+  }
+  BOOST_TEST(read_text(box.dir / "corpus.txt") == text);
+  // --resume is an input of --log, --plot and --onnx (here through a link to it); --save may
+  // continue the checkpoint it resumed, which is read whole before the first step.
+  const Run saved = box.run("--data corpus.txt" + tiny_model + " --steps 1 --save c.safetensors");
+  BOOST_TEST_REQUIRE(saved.rc == 0, saved.err);
+  const std::string checkpoint = read_text(box.dir / "c.safetensors");
+  fs::create_symlink("c.safetensors", box.dir / "ckpt.csv");
+  box.refused("--data corpus.txt --resume c.safetensors --steps 2 --log ckpt.csv",
+              "--log ckpt.csv: is the input c.safetensors; refusing to write over it");
+  BOOST_TEST(read_text(box.dir / "c.safetensors") == checkpoint);
+  const Run resumed = box.run("--data corpus.txt --resume c.safetensors --steps 2 --save c.safetensors");
+  BOOST_TEST(resumed.rc == 0, resumed.err);
+  BOOST_TEST(read_text(box.dir / "c.safetensors") != checkpoint);
+}
+
+BOOST_AUTO_TEST_CASE(an_output_that_cannot_be_written_is_refused_before_training) {
+  // The bug: --plot's path was tried only after the whole training. A missing directory, a
+  // directory, a device and a link to nothing are refused before any step.
+  CharGptBox box;
+  box.refused("--data corpus.txt --plot nodir/run.svg" + tiny_model, "--plot nodir/run.svg: its directory nodir does not exist");
+  box.refused("--data corpus.txt --log nodir/run.csv" + tiny_model, "--log nodir/run.csv: its directory nodir does not exist");
+  box.refused("--data corpus.txt --save nodir/c.npz" + tiny_model, "--save nodir/c.npz: its directory nodir does not exist");
+  box.refused("--data corpus.txt --onnx nodir/m.onnx" + tiny_model, "--onnx nodir/m.onnx: its directory nodir does not exist");
+  fs::create_directory(box.dir / "dir.csv");
+  box.refused("--data corpus.txt --log dir.csv" + tiny_model, "--log dir.csv: exists and is a directory; refusing to replace it");
+  fs::create_symlink("/dev/null", box.dir / "null.svg");
+  box.refused("--data corpus.txt --plot null.svg" + tiny_model, "--plot null.svg: exists and is a device; refusing to replace it");
+  fs::create_symlink("nothing.onnx", box.dir / "dangling.onnx");
+  box.refused("--data corpus.txt --onnx dangling.onnx" + tiny_model, "--onnx dangling.onnx: is a symbolic link to nothing");
+  // Two outputs that are one file (through a link).
+  write_text(box.dir / "run.csv", "old log");
+  fs::create_symlink("run.csv", box.dir / "same.svg");
+  box.refused("--data corpus.txt --log run.csv --plot same.svg" + tiny_model, "--log and --plot name one file, ");
+  BOOST_TEST(read_text(box.dir / "run.csv") == "old log");
+  BOOST_TEST(fs::is_directory(box.dir / "dir.csv"));
+  BOOST_TEST(fs::is_symlink(box.dir / "null.svg"));
+}
+
+BOOST_AUTO_TEST_CASE(data_must_be_a_regular_file_of_at_most_1_gib) {
+  // The bug: --data read anything to its end: /dev/zero grew to 3.8 GB, a FIFO hung, a
+  // directory gave a libstdc++ message. Each is refused at once, naming the path.
+  CharGptBox box;
+  box.refused("--data /dev/zero" + tiny_model, "--data /dev/zero: a device, not a regular file");
+  BOOST_TEST_REQUIRE(mkfifo(box.path("fifo").c_str(), 0600) == 0);
+  box.refused("--data fifo" + tiny_model, "--data fifo: a FIFO, not a regular file");
+  fs::create_directory(box.dir / "dir");
+  box.refused("--data dir" + tiny_model, "--data dir: a directory, not a regular file");
+  {
+    std::ofstream(box.dir / "big.txt") << "x";
+    fs::resize_file(box.dir / "big.txt", (std::uintmax_t(1) << 30) + 1);  // sparse: no disk space
+  }
+  box.refused("--data big.txt" + tiny_model, "--data big.txt holds 1073741825 bytes, more than the 1073741824 (1 GiB) char_gpt trains on");
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_metadata_has_the_bounds_of_the_options) {
+  // The bug: --resume trusted the sizes in a checkpoint's metadata: layers=10^9 hung building
+  // the model, eval_batches=2^40 and batch=2^40 ended in std::bad_alloc naming no file. Each key
+  // is read with the rule of its option: the bounds and the message the command line gives,
+  // with the file and the key in place of the option.
+  CharGptBox box;
+  const Run saved = box.run("--data corpus.txt" + tiny_model + " --steps 1 --save c.safetensors");
+  BOOST_TEST_REQUIRE(saved.rc == 0, saved.err);
+  const TensorFile<float> state = load_tensors<float>(box.path("c.safetensors"));
+  const std::map<std::string, xt::xarray<float>> tensors(state.tensors.begin(), state.tensors.end());
+  const auto resume_with = [&](const std::string& key, const std::string& value) {
+    CheckpointMetadata meta = state.metadata;
+    BOOST_TEST_REQUIRE(meta.count(key), key);
+    meta[key] = value;
+    save_tensors(box.path("bad.safetensors"), tensors, meta);
+    return "--data corpus.txt --resume bad.safetensors --steps 2";
+  };
+  // The values of the issue.
+  for (const auto& [key, value, bounds] : {std::tuple{"layers", "1000000000", "from 1 to 1024"},
+                                           {"eval_batches", "1099511627776", "from 1 to 10000"},
+                                           {"batch", "1099511627776", "from 1 to 65536"}}) {
+    box.refused(resume_with(key, value), std::string("bad.safetensors's ") + key + " needs a whole number " + bounds +
+                                             ", not '" + value + "'");
+  }
+  // Every stored option, at and past its bounds as the command line states them.
+  const std::regex bounds_of("needs a whole number from ([0-9]+) to ([0-9]+)");
+  const std::string help = box.run("--help").out;
+  for (const auto& [option, key] : {std::pair{"--layers", "layers"}, {"--heads", "heads"}, {"--d-model", "d_model"},
+                                    {"--block", "block"}, {"--batch", "batch"}, {"--eval-batches", "eval_batches"},
+                                    {"--warmup", "warmup"}, {"--decay-steps", "decay_steps"}, {"--seed", "seed"},
+                                    {"--steps", "step"}}) {
+    const Run cli = box.run(std::string(option) + " x");
+    std::smatch m;
+    BOOST_TEST_REQUIRE(std::regex_search(cli.err, m, bounds_of), option << ": " << cli.err);
+    const unsigned long long lo = std::stoull(m[1].str()), hi = std::stoull(m[2].str());
+    if (hi < 1'000'000) {  // --help states the bounds of the size options
+      const auto at = help.find(std::string("  ") + option + " ");
+      BOOST_TEST_REQUIRE(at != std::string::npos, option);
+      const std::string line = help.substr(at, help.find('\n', at) - at);
+      BOOST_TEST(line.find(std::to_string(lo) + " to " + std::to_string(hi)) != std::string::npos, line);
+    }
+    std::vector<std::string> bad = {"x", "-1", "1e3", std::to_string(hi + 1)};
+    if (lo > 0) bad.push_back(std::to_string(lo - 1));
+    for (const std::string& value : bad) {
+      const std::string rule = " needs a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not '" + value + "'";
+      box.refused("--data corpus.txt " + std::string(option) + " " + value, option + rule);
+      box.refused(resume_with(key, value), "bad.safetensors's " + std::string(key) + rule);
+    }
+  }
+  for (const auto& [option, key, value, range] : {std::tuple{"--dropout", "dropout", "1", "in [0, 1)"},
+                                                  {"--dropout", "dropout", "nan", "in [0, 1)"},
+                                                  {"--lr", "lr", "-1", ">= 0"},
+                                                  {"--weight-decay", "weight_decay", "inf", ">= 0"}}) {
+    const std::string rule = std::string(" needs a number ") + range + ", not '" + value + "'";
+    box.refused("--data corpus.txt " + std::string(option) + " " + value, option + rule);
+    box.refused(resume_with(key, value), "bad.safetensors's " + std::string(key) + rule);
+  }
+  box.refused(resume_with("dtype", "half"), "bad.safetensors's dtype must be float32|float64, not 'half'");
+  // A long value is quoted in part.
+  box.refused(resume_with("layers", std::string(100000, '9')),
+              "bad.safetensors's layers needs a whole number from 1 to 1024, not '" + std::string(40, '9') + "...'");
+  // Values within their bounds that together make a run too large for memory, as on the
+  // command line.
+  box.refused(resume_with("block", "65536"), "bad.safetensors's metadata: the run would need about ");
+  box.refused("--data corpus.txt" + tiny_model + " --block 65536", "the run would need about ");
+  box.refused(resume_with("heads", "3"), "bad.safetensors's metadata: --heads 3 does not divide --d-model 8");
+}
+
+BOOST_AUTO_TEST_CASE(a_save_past_a_file_size_limit_fails_and_leaves_no_temporary) {
+  // The bug: SIGXFSZ killed the program in the middle of a save, leaving the partial temporary.
+  // Now the signal is ignored, the write fails with EFBIG, the temporary is removed and the run
+  // ends with exit 2 and a message. ulimit -f 8 allows 4 KiB (sh counts 512-byte blocks); the
+  // checkpoint is larger.
+  CharGptBox box;
+  const std::set<std::string> before = box.entries();
+  const Run r = box.shell("exec sh -c 'ulimit -f 8; exec \"$0\" \"$@\"' '" XGRAD_CHAR_GPT "' --data corpus.txt"
+                          " --layers 1 --heads 2 --d-model 16 --block 4 --batch 2 --eval-batches 1 --steps 2"
+                          " --save c.safetensors");
+  BOOST_TEST(r.rc == 2, r.err);
+  BOOST_TEST(r.err.find("char_gpt: --save c.safetensors: cannot write it: File too large (a file-size limit, ulimit -f)") !=
+                 std::string::npos, r.err);
+  BOOST_TEST((box.entries() == before));  // neither the checkpoint nor a temporary
 }
 #endif
 
