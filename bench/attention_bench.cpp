@@ -42,11 +42,16 @@
 #include <xgrad/ops/softmax_vjp.hpp>
 #include <xgrad/xgrad.hpp>
 
+#include "timing.hpp"
+
 
 extern "C" void openblas_set_num_threads(int);
 
 // Heap accounting: every operator new/delete of the process, for peak_extra_M.
 namespace {
+
+using xgrad::bench::median;
+using xgrad::bench::median_seconds;
 std::atomic<std::size_t> live_bytes{0}, peak_bytes{0};
 void* counted(std::size_t n) {
   void* p = std::malloc(n == 0 ? 1 : n);
@@ -198,11 +203,6 @@ double peak_extra_m(const Shape4& s, bool backward, xgrad::AttentionImpl impl, b
 
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 enum class Mode {
   fwd, fwd_bwd, build_fwd_bwd, fused_fwd, fused_fwd_bwd, lean_fwd, lean_fwd_bwd,
   gemms_fwd, gemms_fwd_bwd, loop_fwd, loop_fwd_bwd

@@ -15,7 +15,12 @@
 
 #include <xgrad/xgrad.hpp>
 
+#include "timing.hpp"
+
 namespace {
+
+using xgrad::bench::median;
+using xgrad::bench::median_seconds;
 
 struct Chain {
   xgrad::Graph<double> g;
@@ -30,17 +35,6 @@ void build(Chain& c, std::size_t n) {
   c.g.set_output("y", y);
   c.g.set_grad("x", xgrad::grad(xgrad::sum(y), {x})[0]);
   c.json = xgrad::to_json(c.g, xgrad::ExportValues::inputs).dump();
-}
-
-double median_seconds(std::size_t runs, const std::function<void()>& f) {
-  std::vector<double> t;
-  for (std::size_t i = 0; i < runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 std::size_t positive(const char* option, const char* text) {

@@ -28,9 +28,14 @@
 
 #include <xgrad/ops/kernels/gemm.hpp>
 
+#include "timing.hpp"
+
 #include "../examples/char_gpt.hpp"
 
 namespace {
+
+using xgrad::bench::median;
+using xgrad::bench::median_seconds;
 
 using xgrad::Graph;
 using xgrad::Var;
@@ -63,11 +68,6 @@ std::vector<Product> products(const Graph<T>& g) {
     }
   }
   return calls;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // A line of /proc/self/status in MiB: "VmRSS" (the resident set now) or "VmHWM" (its peak).

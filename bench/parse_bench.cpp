@@ -18,18 +18,12 @@
 
 #include <xgrad/xgrad.hpp>
 
+#include "timing.hpp"
+
 namespace {
 
-double median_seconds(std::size_t runs, const std::function<void()>& f) {
-  std::vector<double> t;
-  for (std::size_t i = 0; i < runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using xgrad::bench::median;
+using xgrad::bench::median_seconds;
 
 struct Case {
   const char* name;
