@@ -376,24 +376,30 @@ struct Value {
   bool is_bool = false;           // var holds a bool tensor as 0 and 1 (a bool graph input, moved)
 };
 
-// The input positions of an op that are read at import (shapes, axes, indices, conditions)
-// rather than differentiated; nullptr: the op is computed at import only (all its inputs).
-const std::set<std::size_t>* static_positions(const std::string& op) {
+// The input positions of an op that the importer reads at import (shapes, axes, indices,
+// conditions, exponents) rather than differentiates: only the exceptions are listed. Every other
+// input of every op is data, so a float initializer that reaches the outputs through it is a
+// parameter with a gradient; an op missing here cannot freeze its weights into constants (the
+// safe default, as tinygrad's required_input_python_consts). The ops computed at import only
+// (Importer::fold_only) have no data inputs at all.
+const std::set<std::size_t>& read_at_import(const std::string& op) {
   static const std::map<std::string, std::set<std::size_t>> table = {
       {"Reshape", {1}}, {"Expand", {1}}, {"Slice", {1, 2, 3, 4}}, {"Squeeze", {1}}, {"Unsqueeze", {1}},
       {"ReduceSum", {1}}, {"ReduceMean", {1}}, {"ReduceMax", {1}}, {"ReduceMin", {1}}, {"ReduceSumSquare", {1}},
       {"ReduceL1", {1}}, {"ReduceL2", {1}}, {"ReduceLogSum", {1}}, {"ReduceLogSumExp", {1}}, {"Split", {1}},
-      {"Where", {0}}, {"Gather", {1}}, {"Trilu", {1}}, {"ScatterND", {1}},
-      {"NegativeLogLikelihoodLoss", {1}}, {"SoftmaxCrossEntropyLoss", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 2, 3}},
-      {"Flatten", {}}, {"Transpose", {}}, {"Identity", {}}, {"Concat", {}}, {"Add", {}}, {"Sub", {}},
-      {"Mul", {}}, {"Div", {}}, {"Neg", {}}, {"Exp", {}}, {"Log", {}}, {"Sqrt", {}}, {"Tanh", {}}, {"Erf", {}},
-      {"Relu", {}}, {"MatMul", {}}, {"Gemm", {}}, {"Softmax", {}}, {"LogSoftmax", {}}, {"LayerNormalization", {}},
-      {"Reciprocal", {}}, {"Sigmoid", {}}, {"Softplus", {}}, {"Softsign", {}}, {"LeakyRelu", {}}, {"Elu", {}},
-      {"Selu", {}}, {"Celu", {}}, {"PRelu", {}}, {"ThresholdedRelu", {}}, {"HardSigmoid", {}}, {"HardSwish", {}},
-      {"Abs", {}}, {"Max", {}}, {"Min", {}}, {"Clip", {}}, {"Sum", {}}, {"Mean", {}}, {"Cast", {}},
+      {"Where", {0}}, {"Gather", {1}}, {"Trilu", {1}}, {"ScatterND", {1}}, {"NegativeLogLikelihoodLoss", {1}},
+      {"SoftmaxCrossEntropyLoss", {1}}, {"Dropout", {1, 2}}, {"Pow", {1}}, {"Tile", {1}}, {"Pad", {1, 2, 3}},
       {"CastLike", {1}}};
+  static const std::set<std::size_t> none;
   const auto it = table.find(op);
-  return it == table.end() ? nullptr : &it->second;
+  return it == table.end() ? none : it->second;
+}
+
+// The ONNX reductions the importer maps onto xgrad's (Importer::reduce).
+bool is_reduction(const std::string& op) {
+  static const std::set<std::string> ops = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare",
+                                            "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"};
+  return ops.count(op) != 0;
 }
 
 template <class T>
@@ -516,14 +522,15 @@ class Importer {
     return names.empty() ? " (it has none)" : " (it has " + names + ")";
   }
 
-  // The values the outputs depend on through the data inputs of ops that map onto xgrad ops.
+  // The values the outputs depend on through the data inputs of ops (every input but those
+  // read_at_import lists) that are not computed at import only.
   std::set<std::string> live_values(const onnx::GraphProto& graph) const {
     std::set<std::string> live;
     for (const auto& out : graph.output()) live.insert(out.name());
     for (int i = graph.node_size(); i-- > 0;) {
       const onnx::NodeProto& n = graph.node(i);
-      const std::set<std::size_t>* fixed = static_positions(n.op_type());
-      if (!fixed || !(n.domain().empty() || n.domain() == "ai.onnx")) continue;
+      if (fold_only(n.op_type()) || !(n.domain().empty() || n.domain() == "ai.onnx")) continue;
+      const std::set<std::size_t>& fixed = read_at_import(n.op_type());
       if (n.op_type() == "Cast") {
         const auto* to = find_attr(n, "to");
         if (!to || (to->i() != TensorProto::FLOAT && to->i() != TensorProto::DOUBLE)) continue;  // not a float out
@@ -532,7 +539,7 @@ class Importer {
       for (const std::string& o : n.output()) any = any || live.count(o);
       if (!any) continue;
       for (int k = 0; k < n.input_size(); ++k) {
-        if (!fixed->count(static_cast<std::size_t>(k)) && !n.input(k).empty()) live.insert(n.input(k));
+        if (!fixed.count(static_cast<std::size_t>(k)) && !n.input(k).empty()) live.insert(n.input(k));
       }
     }
     return live;
@@ -2049,7 +2056,7 @@ class Importer {
       out(apply_mask(x, constant("triangle", trilu_mask(x.shape())), 0.0));
     } else if (op == "Softmax" || op == "LogSoftmax") {
       out(softmax_like(op, var(0)));
-    } else if (op.rfind("Reduce", 0) == 0 && static_positions(op)) {
+    } else if (is_reduction(op)) {
       out(reduce(op, var(0)));
     } else if (op == "LayerNormalization") {
       layer_normalization();

@@ -3,7 +3,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
-#include <regex>
+#include <optional>
+#include <sstream>
 #include <tuple>
 
 #include "../check.hpp"
@@ -387,16 +388,26 @@ BOOST_AUTO_TEST_CASE(checkpoint_metadata_has_the_bounds_of_the_options) {
                                              ", not '" + value + "'");
   }
   // Every stored option, at and past its bounds as the command line states them.
-  const std::regex bounds_of("needs a whole number from ([0-9]+) to ([0-9]+)");
+  // "... needs a whole number from LO to HI, not 'x'": the bounds, read from the message.
+  const auto bounds_of = [](const std::string& err) -> std::optional<std::pair<unsigned long long, unsigned long long>> {
+    const std::string from = "needs a whole number from ";
+    const auto at = err.find(from);
+    if (at == std::string::npos) return std::nullopt;
+    std::istringstream in(err.substr(at + from.size()));
+    unsigned long long lo = 0, hi = 0;
+    std::string to;
+    if (!(in >> lo >> to >> hi) || to != "to") return std::nullopt;
+    return std::pair{lo, hi};
+  };
   const std::string help = box.run("--help").out;
   for (const auto& [option, key] : {std::pair{"--layers", "layers"}, {"--heads", "heads"}, {"--d-model", "d_model"},
                                     {"--block", "block"}, {"--batch", "batch"}, {"--eval-batches", "eval_batches"},
                                     {"--warmup", "warmup"}, {"--decay-steps", "decay_steps"}, {"--seed", "seed"},
                                     {"--steps", "step"}}) {
     const Run cli = box.run(std::string(option) + " x");
-    std::smatch m;
-    BOOST_TEST_REQUIRE(std::regex_search(cli.err, m, bounds_of), option << ": " << cli.err);
-    const unsigned long long lo = std::stoull(m[1].str()), hi = std::stoull(m[2].str());
+    const auto bounds = bounds_of(cli.err);
+    BOOST_TEST_REQUIRE(bounds.has_value(), option << ": " << cli.err);
+    const auto [lo, hi] = *bounds;
     if (hi < 1'000'000) {  // --help states the bounds of the size options
       const auto at = help.find(std::string("  ") + option + " ");
       BOOST_TEST_REQUIRE(at != std::string::npos, option);

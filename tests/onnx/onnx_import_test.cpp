@@ -301,6 +301,44 @@ BOOST_AUTO_TEST_CASE(values_read_at_import_are_never_parameters_or_run_time_ids)
   BOOST_TEST(output_at(*g, 1) == 1.0f);
 }
 
+BOOST_AUTO_TEST_CASE(every_input_of_an_op_is_data_unless_it_is_read_at_import) {
+  // The safe default (review of 61bd929, section 3): an initializer that reaches the outputs
+  // through any op the importer builds is a parameter with a gradient; only the positions an op
+  // reads at import (shapes, axes, exponents, conditions) are listed as exceptions. Before, an op
+  // without a row in that table froze such weights into constants and --grad dropped their
+  // gradients. y = op(w) for ops of every family: d sum(y) / dw, against finite differences.
+  for (const char* op : {"Abs", "Neg", "Sigmoid", "Tanh", "Exp", "Softplus", "LeakyRelu", "Elu", "Relu", "Identity",
+                         "Softmax", "Flatten", "Transpose", "Reciprocal", "HardSigmoid", "Softsign"}) {
+    BOOST_TEST_CONTEXT(op) {
+      auto m = test::empty_model({});
+      test::add_initializer(m, "w", {0.5f, -1.25f, 2.0f});
+      test::add_node(m, op, {"w"}, {"y"});
+      OnnxImportOptions o;
+      o.gradients = true;
+      std::unique_ptr<Graph<double>> g;
+      BOOST_REQUIRE_NO_THROW(g = import_onnx_bytes<double>(m.SerializeAsString(), "m.onnx", o));
+      const Var<double> w = leaf_named(*g, "w");
+      BOOST_TEST((w.node().role == Role::parameter));
+      BOOST_TEST_REQUIRE(g->grads().count("w") == 1u);
+      const xt::xarray<double> grad = g->var(g->grads().at("w")).value();
+      const xt::xarray<double> keep = w.value();
+      for (std::size_t i = 0; i < 3; ++i) {
+        const auto sum_at = [&](double h) {
+          xt::xarray<double> v = keep;
+          v(i) += h;
+          g->set_value(w, v);
+          g->replay();
+          return xt::sum(g->var(g->outputs().at("y")).value())();
+        };
+        const double fd = (sum_at(1e-6) - sum_at(-1e-6)) / 2e-6;
+        g->set_value(w, keep);
+        g->replay();
+        BOOST_TEST(grad(i) == fd, boost::test_tools::tolerance(1e-6));
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(losses_follow_new_labels_on_replay) {
   // SoftmaxCrossEntropyLoss with run-time labels: a one-hot of the index leaf, so a replay with
   // new labels gives what an import with them gives.
