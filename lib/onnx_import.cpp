@@ -1606,7 +1606,7 @@ class Importer {
     if (op == "ReduceMean") return mean(x, la, keep);
     if (op == "ReduceSum") return sum(x, la, keep);
     if (op == "ReduceSumSquare") return sum(mul(x, x), la, keep);
-    if (op == "ReduceL1") return sum(abs_of(x), la, keep);
+    if (op == "ReduceL1") return sum(xgrad::abs(x), la, keep);
     if (op == "ReduceL2") return sqrt(sum(mul(x, x), la, keep));
     if (op == "ReduceLogSum") return log(sum(x, la, keep));
     // ReduceLogSumExp as m + log(sum(exp(x - m))), m the maximum (kept axes): no overflow.
@@ -1616,9 +1616,11 @@ class Importer {
     return reshape_to(lse, out);
   }
 
-  Var<T> abs_of(const Var<T>& x) { return maximum(x, neg(x)); }
   // log(1 + exp(x)) as relu(x) + log(1 + exp(-|x|)): no overflow for large x.
-  Var<T> softplus(const Var<T>& x) { return add(relu(x), log(add(scalar(1), exp(neg(abs_of(x)))))); }
+  // log(1 + e^x) as relu(x) + log(1 + e^-|x|), without overflow. |x| is max(x, -x) here, not the
+  // abs row: maximum's tie rule gives |x|'(0) = -1 against relu'(0) = 0, so softplus'(0) = 1/2
+  // exactly (the abs row's sign(0) = 0 would give 0).
+  Var<T> softplus(const Var<T>& x) { return add(relu(x), log(add(scalar(1), exp(neg(maximum(x, neg(x))))))); }
 
   // Softmax and LogSoftmax: over one axis from opset 13; below, over the axes from `axis` on, as
   // rows of a 2-D coercion (default axis 1).
@@ -1893,7 +1895,9 @@ class Importer {
   static const std::map<std::string, Var<T> (*)(const Var<T>&)>& elementwise_rows() {
     static const std::map<std::string, Var<T> (*)(const Var<T>&)> rows = {
         {"Neg", &neg<T>},   {"Exp", &exp<T>}, {"Log", &log<T>},   {"Sqrt", &sqrt<T>},
-        {"Tanh", &tanh<T>}, {"Erf", &erf<T>}, {"Relu", &relu<T>}};
+        {"Tanh", &tanh<T>}, {"Erf", &erf<T>}, {"Relu", &relu<T>}, {"Sin", &sin<T>},
+        {"Cos", &cos<T>},   {"Sigmoid", &sigmoid<T>}, {"Reciprocal", &reciprocal<T>},
+        {"Abs", &xgrad::abs<T>}};
     return rows;
   }
 
@@ -1912,17 +1916,11 @@ class Importer {
       out(y);
     } else if (const auto row = elementwise_rows().find(op); row != elementwise_rows().end()) {
       out(row->second(var(0)));
-    } else if (op == "Abs") {
-      out(abs_of(var(0)));
-    } else if (op == "Reciprocal") {
-      out(div(scalar(1), var(0)));
-    } else if (op == "Sigmoid") {
-      out(exp(neg(softplus(neg(var(0))))));  // 1 / (1 + exp(-x)), without overflow on either side
     } else if (op == "Softplus") {
       out(softplus(var(0)));
     } else if (op == "Softsign") {
       const Var<T> x = var(0);
-      out(div(x, add(scalar(1), abs_of(x))));
+      out(div(x, add(scalar(1), xgrad::abs(x))));
     } else if (op == "LeakyRelu" || op == "PRelu") {
       // relu(x) - alpha relu(-x): alpha x exactly where x < 0.
       const Var<T> x = var(0);

@@ -1,5 +1,6 @@
-// The elementwise ops (relu, neg, exp, log, sqrt, tanh, erf; add, sub, mul, div): one row each in ops/elementwise.def, which states
-// each op's forward, VJP, shapes and errors.
+// The elementwise ops (relu, neg, exp, log, sqrt, tanh, erf, sin, cos, sigmoid, reciprocal,
+// rsqrt; add, sub, mul, div, maximum, minimum): one row each in ops/elementwise.def, which states
+// each op's forward, VJP, shapes and errors; and silu, their composition.
 #pragma once
 
 #include <cmath>
@@ -26,6 +27,14 @@ namespace xgrad {
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs);
 #include <xgrad/ops/elementwise.def>
 
+// silu(x) = x sigmoid(x) (Hendrycks and Gimpel 2016; Ramachandran et al. 2017's swish with
+// beta = 1; torch.nn.functional.silu): a composition of the mul and sigmoid rows, so its VJP is
+// theirs, g (y_s + x y_s (1 - y_s)) with y_s = sigmoid(x), and its export the two ONNX nodes.
+template <class T>
+Var<T> silu(const Var<T>& x) {
+  return mul(x, sigmoid(x));
+}
+
 // How gradient contributions to one output combine, for grad() and for the VJP rules that run
 // backward() (graph/backward.hpp's Accumulate): with add.
 template <class T>
@@ -38,6 +47,14 @@ Var<T> sum_contributions(const Var<T>& a, const Var<T>& b) {
 namespace elementwise {
 // Where the property tests draw a row's inputs (ops/elementwise.def, the column domain).
 enum class Domain { real, positive };
+// The logistic function 1 / (1 + e^-x) without overflow on either side: e^x / (1 + e^x) for
+// x < 0 (the sigmoid row's forward). NaN gives NaN.
+template <class T>
+T logistic(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
 inline constexpr double two_over_sqrt_pi = 1.12837916709551257390;  // 2 / sqrt(pi), erf's slope at 0
 // The ONNX lowering of erf, for the erf row and gelu: Erf in float32; in float64, where ONNX
 // Runtime has no Erf kernel, a series of standard ops (ops/elementwise.cpp).

@@ -30,7 +30,8 @@ def part(f):
 
 @part
 def elementwise():
-    """Every unary row on x (positive for log and sqrt) and its gradient for an upstream u;
+    """Every unary row on x (positive for log, sqrt, reciprocal and rsqrt) and its gradient for an
+    upstream u (silu, x sigmoid(x), is a composition of rows in xgrad);
     sub, div, maximum and minimum with b (2, 1, 4) broadcast against a (3, 4) and their gradients."""
     g = torch.Generator().manual_seed(17)
     x = torch.randn(3, 4, generator=g, dtype=torch.float64)
@@ -40,7 +41,10 @@ def elementwise():
     save("elementwise_p", p)
     save("elementwise_u", u)
     for name, f, arg in (("neg", torch.neg, x), ("exp", torch.exp, x), ("log", torch.log, p),
-                         ("sqrt", torch.sqrt, p), ("tanh", torch.tanh, x), ("erf", torch.erf, x)):
+                         ("sqrt", torch.sqrt, p), ("tanh", torch.tanh, x), ("erf", torch.erf, x),
+                         ("sin", torch.sin, x), ("cos", torch.cos, x), ("sigmoid", torch.sigmoid, x),
+                         ("silu", torch.nn.functional.silu, x), ("abs", torch.abs, x),
+                         ("reciprocal", torch.reciprocal, p), ("rsqrt", torch.rsqrt, p)):
         a = arg.clone().requires_grad_(True)
         y = f(a)
         (ga,) = torch.autograd.grad(y, a, u)

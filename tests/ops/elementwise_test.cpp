@@ -4,6 +4,8 @@
 // export round trip. (relu, add and mul keep their own suites.)
 #include "../check.hpp"
 
+#include <limits>
+
 namespace xgrad_tests {  // the suite is a namespace: `elementwise` is one of xgrad's
 
 BOOST_AUTO_TEST_SUITE(elementwise_rows)
@@ -74,13 +76,17 @@ BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {
 BOOST_AUTO_TEST_CASE(rows_match_pytorch) {
   const auto xs = torch_fixture("elementwise_x"), ps = torch_fixture("elementwise_p"), us = torch_fixture("elementwise_u");
   using Unary = Var<double> (*)(const Var<double>&);
-  const std::pair<const char*, Unary> unary[] = {{"neg", &xgrad::neg<double>},   {"exp", &xgrad::exp<double>},
-                                                 {"log", &xgrad::log<double>},   {"sqrt", &xgrad::sqrt<double>},
-                                                 {"tanh", &xgrad::tanh<double>}, {"erf", &xgrad::erf<double>}};
+  const std::pair<const char*, Unary> unary[] = {
+      {"neg", &xgrad::neg<double>},         {"exp", &xgrad::exp<double>},     {"log", &xgrad::log<double>},
+      {"sqrt", &xgrad::sqrt<double>},       {"tanh", &xgrad::tanh<double>},   {"erf", &xgrad::erf<double>},
+      {"sin", &xgrad::sin<double>},         {"cos", &xgrad::cos<double>},     {"sigmoid", &xgrad::sigmoid<double>},
+      {"silu", &xgrad::silu<double>},       {"abs", &xgrad::abs<double>},     {"reciprocal", &xgrad::reciprocal<double>},
+      {"rsqrt", &xgrad::rsqrt<double>}};
   for (const auto& [name, f] : unary) {
     BOOST_TEST_CONTEXT(name) {
       Graph<double> g;
-      const bool positive = std::string(name) == "log" || std::string(name) == "sqrt";
+      const std::string n = name;
+      const bool positive = n == "log" || n == "sqrt" || n == "reciprocal" || n == "rsqrt";
       const auto x = g.input("x", positive ? ps : xs);
       const auto u = g.input("u", us);
       const auto y = f(x);
@@ -140,7 +146,7 @@ BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
     ++rows;                                                                      \
   }
 #include <xgrad/ops/elementwise.def>
-  BOOST_TEST(rows == 13u);
+  BOOST_TEST(rows == 19u);
 }
 
 BOOST_AUTO_TEST_CASE(every_row_has_no_attrs_and_round_trips) {
@@ -151,6 +157,34 @@ BOOST_AUTO_TEST_CASE(every_row_has_no_attrs_and_round_trips) {
 #define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX) \
   check_attrs_round_trip(xgrad::NAME(x, x), #NAME, "{}");
 #include <xgrad/ops/elementwise.def>
+}
+
+BOOST_AUTO_TEST_CASE(sigmoid_and_silu_do_not_overflow_and_keep_nan) {
+  // The logistic function on either side: e^1000 overflows, so x < 0 takes e^x / (1 + e^x).
+  Graph<double> g;
+  const double nan = std::nan("");
+  const auto x = g.input("x", xt::xarray<double>{-1000.0, -745.0, 0.0, 1000.0, -inf, inf, nan});
+  const auto y = xgrad::sigmoid(x).value();
+  BOOST_TEST(y(0) == 0.0);
+  BOOST_TEST(y(1) > 0.0);  // e^-745, the smallest subnormal's neighbourhood, not 0 / 0
+  BOOST_TEST(y(2) == 0.5);
+  BOOST_TEST(y(3) == 1.0);
+  BOOST_TEST(y(4) == 0.0);
+  BOOST_TEST(y(5) == 1.0);
+  BOOST_TEST(std::isnan(y(6)));
+  const auto gs = grad(sum(xgrad::sigmoid(x)), {x})[0].value();
+  BOOST_TEST(gs(0) == 0.0);
+  BOOST_TEST(gs(2) == 0.25);
+  BOOST_TEST(gs(3) == 0.0);
+  // silu = x sigmoid(x) is a composition: its nodes are mul and sigmoid.
+  const auto s = xgrad::silu(x);
+  BOOST_TEST(s.node().op->name() == "mul");
+  BOOST_TEST(s.value()(0) == -0.0);
+  BOOST_TEST(s.value()(3) == 1000.0);
+  // abs: grad 0 at 0, sign(x) elsewhere.
+  const auto a = g.input("a", xt::xarray<double>{-2.0, 0.0, 3.0});
+  BOOST_TEST((grad(sum(xgrad::abs(a)), {a})[0].value() == xt::xarray<double>{-1.0, 0.0, 1.0}));
+  BOOST_TEST((xgrad::rsqrt(g.input("r", xt::xarray<double>{4.0, 0.25})).value() == xt::xarray<double>{0.5, 2.0}));
 }
 
 BOOST_AUTO_TEST_CASE(a_libm_row_costs_more_work_than_arithmetic) {
