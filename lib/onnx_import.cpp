@@ -25,6 +25,7 @@
 #include <xgrad/lib/grad.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/concat.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/embedding.hpp>
 #include <xgrad/ops/layer_norm.hpp>
@@ -1804,26 +1805,7 @@ class Importer {
 
   // Concat of Vars along an axis: each padded with zeros to the whole length, then summed.
   Var<T> concat_vars(const std::vector<Var<T>>& parts) {
-    const Shape first = parts[0].shape();
-    const std::size_t axis = axis_of(concat_axis(), first.size(), "axis");
-    std::size_t total = 0;
-    for (const Var<T>& p : parts) {
-      const Shape ps = p.shape();
-      bool fits = ps.size() == first.size();
-      for (std::size_t k = 0; fits && k < ps.size(); ++k) fits = k == axis || ps[k] == first[k];
-      if (!fits) fail("shapes " + shape_str(first) + " and " + shape_str(ps) + " do not concatenate on axis " + std::to_string(axis));
-      total += ps[axis];
-    }
-    Var<T> y;
-    std::size_t offset = 0;
-    for (const Var<T>& p : parts) {
-      const std::size_t len = p.shape()[axis];
-      if (len == 0 && parts.size() > 1) continue;
-      const Var<T> padded = len == total ? p : pad(p, static_cast<long>(axis), offset, total - offset - len);
-      y = y.valid() ? add(y, padded) : padded;
-      offset += len;
-    }
-    return y.valid() ? y : parts[0];
+    return xgrad::concat(parts, static_cast<long>(axis_of(concat_axis(), parts[0].shape().size(), "axis")));
   }
 
   // Where with a condition known at import: X where it holds, Y elsewhere, as apply_mask nodes

@@ -24,6 +24,7 @@
 #include <xgrad/lib/saturation.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
+#include <xgrad/ops/concat.hpp>
 #include <xgrad/ops/dropout.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/embedding.hpp>

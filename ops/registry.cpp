@@ -14,6 +14,7 @@
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/pad.hpp>
+#include <xgrad/ops/concat.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
@@ -38,6 +39,7 @@ struct Entry {
 const Entry registry[] = {
     {"apply_mask", make_apply_mask_op},
     {"broadcast_to", make_broadcast_to_op},
+    {"concat", make_concat_op},
     {"dropout", make_dropout_op},
     {"embedding", make_embedding_op},
     {"embedding_vjp", make_embedding_vjp_op},

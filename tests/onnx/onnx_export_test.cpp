@@ -191,6 +191,7 @@ void build_every_op(Graph<T>& g) {
       {"reshape", reshape(s, {3, 10})},
       {"slice", slice(s, -1, 1, 4)},
       {"pad", pad(s, 1, 2, 1)},
+      {"concat", concat(std::vector<Var<T>>{s, a, at}, -2)},
       {"scale", scale(s, 0.1)},
       {"sum", sum(s, {0, 2}, true)},
       {"sum_all", sum(s)},

@@ -233,6 +233,20 @@ Ref ref_slice(const Ref& x, std::size_t axis, std::size_t begin, std::size_t end
   return y;
 }
 
+// numpy.concatenate of the parts along axis.
+Ref ref_concat(const std::vector<Ref>& parts, std::size_t axis) {
+  Ref y{parts[0].shape, {}};
+  y.shape[axis] = 0;
+  for (const Ref& p : parts) y.shape[axis] += p.shape[axis];
+  for (std::size_t f = 0; f < shape_size(y.shape); ++f) {
+    auto i = unravel(f, y.shape);
+    std::size_t k = 0;
+    while (i[axis] >= parts[k].shape[axis]) i[axis] -= parts[k++].shape[axis];
+    y.data.push_back(parts[k].data[ravel(i, parts[k].shape)]);
+  }
+  return y;
+}
+
 Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t after) {
   Ref y{x.shape, {}};
   y.shape[axis] += before + after;
@@ -499,12 +513,12 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-25 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 26, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-26 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 27, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
-    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || op == 23 || op == 24 || op == 25)) op = 16;
+    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || op >= 23) && op < general) op = 16;
     if (op >= general && op < general + unary) {
       const UnaryRow& row = unary_rows[op - general];
       const Var<double> in = row.domain == elementwise::Domain::positive ? positive_leaf(s) : x;
@@ -753,6 +767,23 @@ class RandomGraph {
         const Ref rg = ref(g);
         return add_ref(take_label_vjp(g, labels, s.back(), ignore), ref_take_label_vjp(rg, rl, s.back(), ignore));
       }
+      case 26: {  // concat: x and one or two parts of its shape but 1-2 along the axis, in a random order
+        const std::size_t a = pick(0, r - 1);
+        const long axis = static_cast<long>(a) - (pick(0, 1) ? static_cast<long>(r) : 0);
+        std::vector<Var<double>> parts = {x};
+        std::vector<Ref> refs = {rx};
+        for (std::size_t k = pick(1, 2); k > 0; --k) {
+          Shape ps = s;
+          ps[a] = pick(1, 2);
+          parts.push_back(node_or_leaf_like(ps));
+          refs.push_back(ref(parts.back()));
+        }
+        if (pick(0, 1)) {
+          std::swap(parts.front(), parts.back());
+          std::swap(refs.front(), refs.back());
+        }
+        return add_ref(concat(parts, axis), ref_concat(refs, a));
+      }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;
         for (auto& d : to) {
@@ -771,7 +802,7 @@ class RandomGraph {
   std::vector<std::vector<Ref>> m_refs;
 };
 
-constexpr int cases = 400;
+constexpr int cases = 480;  // about 50 nodes of every op kind (registry/every_op_is_in_the_property_generator)
 
 }  // namespace
 
