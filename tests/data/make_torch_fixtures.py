@@ -66,6 +66,32 @@ def elementwise():
 
 
 @part
+def rope():
+    """Rotary position embeddings, the half-split form (GPT-NeoX, Llama's rotate_half), in float64:
+    x (2, 3, 5, 8) at positions 0..4, and at positions (2, 1, 5) of every batch its own; the
+    gradients w.r.t. x and the positions for an upstream u."""
+    g = torch.Generator().manual_seed(31)
+    x0 = torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64)
+    u = torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64)
+    p_batch = torch.rand(2, 1, 5, generator=g, dtype=torch.float64) * 20
+    save("rope_x", x0)
+    save("rope_u", u)
+    save("rope_positions_batch", p_batch)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+    for name, p0 in (("t", torch.arange(5, dtype=torch.float64)), ("batch", p_batch)):
+        x = x0.clone().requires_grad_(True)
+        p = p0.clone().requires_grad_(True)
+        angle = p[..., None] * inv                      # (..., T, d/2)
+        c, s = torch.cos(angle), torch.sin(angle)
+        x1, x2 = x[..., :4], x[..., 4:]
+        y = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+        gx, gp = torch.autograd.grad(y, (x, p), u)
+        save(f"rope_{name}_y", y)
+        save(f"rope_{name}_grad_x", gx)
+        save(f"rope_{name}_grad_positions", gp)
+
+
+@part
 def gelu():
     """Both forms on x (with large and tiny values), their gradients for u and the second
     derivative's VJP for v (the gradient of <grad, v> w.r.t. x)."""
