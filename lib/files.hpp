@@ -81,9 +81,11 @@ void check_output_path(const std::string& path, const std::vector<std::string>& 
 // A symbolic link at `path` is followed: the file it points to is replaced. Every write is
 // checked (a full device, a file-size limit: see ignore_file_size_signal); on any failure the
 // temporary is removed and the old file is left as it was. SIGINT, SIGTERM and SIGHUP are held
-// back while the temporary exists, so such an interruption takes effect after the rename (or the
-// removal) and leaves no temporary; only SIGKILL or a crash of the machine can, as a hidden
-// ".NAME.XXXXXX" file beside it that nothing reads. xgrad::error naming the path as for
+// back in the writing thread while the temporary exists (xgrad's own worker threads block them
+// always), so such an interruption takes effect after the rename (or the removal) and leaves no
+// temporary; SIGKILL, a crash of the machine, or one of those signals taken by a thread of
+// another library that does not block them (OpenBLAS's workers, when it runs several) can, as a
+// hidden ".NAME.XXXXXX" file beside it that nothing reads. xgrad::error naming the path as for
 // check_output_path (with the same `inputs`), or if it cannot be written.
 void write_file_atomically(const std::string& path, const std::string& bytes,
                            const std::vector<std::string>& inputs = {});

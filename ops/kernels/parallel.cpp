@@ -1,12 +1,15 @@
 #include <xgrad/ops/kernels/parallel.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <pthread.h>
 
 extern "C" int openblas_get_num_threads(void);
 extern "C" void openblas_set_num_threads(int);
@@ -36,7 +39,15 @@ class Pool {
     std::unique_lock<std::mutex> lock(m_mutex);
     while (m_threads.size() + 1 < chunks) {
       const std::size_t id = m_threads.size() + 1;
-      m_threads.emplace_back([this, id] { work(id); });
+      m_threads.emplace_back([this, id] {
+        // The pool's threads never take SIGINT, SIGTERM or SIGHUP: the thread that runs the
+        // program does (lib/files.cpp's writer holds them back while a temporary exists).
+        sigset_t set;
+        sigemptyset(&set);
+        for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+        pthread_sigmask(SIG_BLOCK, &set, nullptr);
+        work(id);
+      });
     }
     m_job = &f;
     m_count = count;
