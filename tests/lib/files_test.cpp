@@ -47,6 +47,13 @@ std::string read_all(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The files in dir whose names begin with prefix: the writer's temporaries (".NAME.XXXXXX").
+std::size_t files_named(const fs::path& dir, const std::string& prefix) {
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().rfind(prefix, 0) == 0;
+  return n;
+}
+
 // Both ways of opening beneath a directory: openat2 and the walk that follows no link.
 using Opener = InputFile (*)(const std::string&, const std::string&, const std::string&);
 const Opener openers[] = {&InputFile::beneath, &InputFile::beneath_walk};
@@ -166,9 +173,7 @@ BOOST_AUTO_TEST_CASE(write_file_atomically_never_writes_over_an_input) {
   write_file_atomically((d.model / "out.csv").string(), "a,b\n", {data});
   BOOST_TEST(read_all(d.model / "out.csv") == "a,b\n");
   // No temporary is left beside it.
-  std::size_t files = 0;
-  for (const auto& e : fs::directory_iterator(d.model)) files += e.path().filename().string().rfind(".out.csv", 0) == 0;
-  BOOST_TEST(files == 0u);
+  BOOST_TEST(files_named(d.model, ".out.csv") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_file_size_limit_is_an_error_and_leaves_no_temporary) {
@@ -181,9 +186,7 @@ BOOST_AUTO_TEST_CASE(a_file_size_limit_is_an_error_and_leaves_no_temporary) {
                 {"big.bin: cannot write it: File too large (a file-size limit, ulimit -f)"});
   }
   BOOST_TEST(read_all(out) == "old");
-  std::size_t temps = 0;
-  for (const auto& e : fs::directory_iterator(d.model)) temps += e.path().filename().string().rfind(".big.bin.", 0) == 0;
-  BOOST_TEST(temps == 0u);
+  BOOST_TEST(files_named(d.model, ".big.bin.") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(an_interrupt_during_a_write_takes_effect_after_it) {
@@ -213,9 +216,7 @@ BOOST_AUTO_TEST_CASE(an_interrupt_during_a_write_takes_effect_after_it) {
   BOOST_TEST_REQUIRE(WIFSIGNALED(status));
   BOOST_TEST(WTERMSIG(status) == SIGTERM);
   BOOST_TEST((!fs::exists(out) || fs::file_size(out) == size));
-  std::size_t temps = 0;
-  for (const auto& e : fs::directory_iterator(d.model)) temps += e.path().filename().string().rfind(".ckpt.bin.", 0) == 0;
-  BOOST_TEST(temps == 0u);
+  BOOST_TEST(files_named(d.model, ".ckpt.bin.") == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
