@@ -123,6 +123,20 @@ BOOST_AUTO_TEST_CASE(pytorch_exports_match_pytorch_outputs_and_gradients) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_pytorch_block_of_attention_variants_matches_pytorch) {
+  // make_variant_block_fixture.py (issue 31): RMSNorm, grouped-query attention
+  // (repeat_interleave), QK-norm, rotary embeddings, a tanh soft-cap, a causal sliding window and
+  // a SiLU-gated MLP, at opsets 14 and 17 in float64: output and input gradient.
+  for (const char* dir : {"variant_block_opset14_float64", "variant_block_opset17_float64"}) {
+    OnnxImportOptions o;
+    o.inputs["x"] = {"float64", fixture_array(dir, "input_x"), {}};
+    o.gradients = true;
+    const auto g = import_onnx<double>(fixtures + dir + ".onnx", o);
+    check_close(g->var(g->outputs().at("y")).value(), fixture_array(dir, "output_y"), 1e-12, std::string(dir) + " y");
+    check_close(g->var(g->grads().at("x")).value(), fixture_array(dir, "grad_input_x"), 1e-12, std::string(dir) + " grad x");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_padding_mask_given_at_run_time_matches_pytorch) {
   // torch.nn.TransformerEncoder (2 layers) with src_key_padding_mask, a bool graph input
   // (make_padded_fixture.py): the output and the input's gradient, then the mask replaced.
@@ -588,6 +602,49 @@ BOOST_AUTO_TEST_CASE(large_values_are_refused_before_they_are_allocated) {
   a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
   a->mutable_t()->add_dims(0);
   check_error([&] { import_built(e); }, {"attribute 'value' must hold one element, it holds 0"});
+}
+
+
+BOOST_AUTO_TEST_CASE(tile_of_a_run_time_value_repeats_it_and_sums_the_copies_gradients) {
+  // x (2, 3) tiled (2, 2) -> (4, 6) as numpy.tile; each element is copied 4 times, so
+  // d sum(y) / dx = 4 everywhere.
+  auto m = test::empty_model({{"x", onnx::TensorProto::DOUBLE, {2, 3}}});
+  test::add_int64_initializer(m, "repeats", {2, 2});
+  test::add_node(m, "Tile", {"x", "repeats"}, {"y"});
+  OnnxImportOptions o;
+  o.inputs["x"] = OnnxTensor{"float64", xt::xarray<double>{{1, 2, 3}, {4, 5, 6}}, {}};
+  o.gradients = true;
+  const auto g = import_onnx_bytes<double>(m.SerializeAsString(), "m.onnx", o);
+  const xt::xarray<double> y = g->var(g->outputs().at("y")).value();
+  const xt::xarray<double> want = {{1, 2, 3, 1, 2, 3}, {4, 5, 6, 4, 5, 6}, {1, 2, 3, 1, 2, 3}, {4, 5, 6, 4, 5, 6}};
+  BOOST_TEST(y == want);
+  BOOST_TEST(g->var(g->grads().at("x")).value() == xt::xarray<double>(xt::ones<double>({2, 3}) * 4));
+}
+
+BOOST_AUTO_TEST_CASE(tile_and_split_of_values_known_at_import_are_computed_at_import) {
+  // PyTorch's repeat_interleave exports the repeats as Split of an Expand of int64 constants:
+  // computed at import, no node. Here: Tile of (1, 2) by (3) ... then Split into (2, 4), Cast.
+  auto m = test::empty_model({});
+  test::add_int64_initializer(m, "v", {7, 8});
+  test::add_int64_initializer(m, "repeats", {3});
+  test::add_int64_initializer(m, "sizes", {2, 4});
+  test::add_node(m, "Tile", {"v", "repeats"}, {"tiled"});  // 7 8 7 8 7 8
+  test::set_int(test::add_node(m, "Split", {"tiled", "sizes"}, {"a", "b"}), "axis", 0);
+  test::set_int(test::add_node(m, "Cast", {"b"}, {"y"}), "to", onnx::TensorProto::FLOAT);
+  const auto g = import_built(m);
+  BOOST_TEST(g->size() == 1u);  // the output's constant leaf
+  BOOST_TEST(g->var(g->outputs().at("y")).value() == (xt::xarray<float>{7, 8, 7, 8}));
+}
+
+BOOST_AUTO_TEST_CASE(tile_refuses_repeats_that_do_not_fit_the_shape) {
+  auto m = test::empty_model({{"x", onnx::TensorProto::FLOAT, {2, 3}}});
+  test::add_int64_initializer(m, "repeats", {2});
+  test::add_node(m, "Tile", {"x", "repeats"}, {"y"});
+  check_error([&] { import_built(m); }, {"(Tile, domain ai.onnx, opset 17): repeats [2] does not have one entry per axis of (2, 3)"});
+  auto n = test::empty_model({{"x", onnx::TensorProto::FLOAT, {2, 3}}});
+  test::add_int64_initializer(n, "repeats", {2, -1});
+  test::add_node(n, "Tile", {"x", "repeats"}, {"y"});
+  check_error([&] { import_built(n); }, {"repeats [2, -1] has a negative entry"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
