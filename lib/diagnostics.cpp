@@ -58,6 +58,47 @@ SoftmaxRow row_stats(const T* p, std::size_t n, std::size_t stride, double thres
   return r;
 }
 
+// ||grad_in|| / ||grad_out|| over one row; 0 when grad_out is 0 there.
+template <class T>
+double row_gain(const T* grad_in, const T* grad_out, std::size_t offset, std::size_t n, std::size_t stride) {
+  double in2 = 0, out2 = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double gi = static_cast<double>(grad_in[offset + i * stride]);
+    const double go = static_cast<double>(grad_out[offset + i * stride]);
+    in2 += gi * gi;
+    out2 += go * go;
+  }
+  return out2 > 0 ? std::sqrt(in2 / out2) : 0.0;
+}
+
+// d's rows (with per_row), summaries and saturated fraction, from row(offset, stride), the
+// statistics of each row of `rows` (each with a gain when `gains`).
+template <class RowStats>
+void summarize(SoftmaxDiagnostics& d, const detail::Rows& rows, bool per_row, bool gains, RowStats row) {
+  Accumulator max_weight, entropy, normalized_entropy, effective_support, jacobian_norm, gain;
+  std::size_t saturated = 0;
+  if (per_row) d.rows.reserve(rows.outer * rows.inner);
+  detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
+    const SoftmaxRow r = row(offset, stride);
+    if (gains) gain.add(*r.gradient_gain);
+    max_weight.add(r.max_weight);
+    entropy.add(r.entropy);
+    normalized_entropy.add(r.normalized_entropy);
+    effective_support.add(r.effective_support);
+    jacobian_norm.add(r.jacobian_norm);
+    saturated += r.saturated;
+    ++d.row_count;
+    if (per_row) d.rows.push_back(r);
+  });
+  d.max_weight = max_weight.summary();
+  d.entropy = entropy.summary();
+  d.normalized_entropy = normalized_entropy.summary();
+  d.effective_support = effective_support.summary();
+  d.jacobian_norm = jacobian_norm.summary();
+  if (gains) d.gradient_gain = gain.summary();
+  d.saturated_fraction = d.row_count ? static_cast<double>(saturated) / static_cast<double>(d.row_count) : 0.0;
+}
+
 // The axis a softmax node normalises along, in [0, rank); nullopt for a node that is no softmax.
 template <class T>
 std::optional<std::size_t> softmax_axis_of(const Node<T>& node) {
@@ -128,43 +169,76 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
       grad_in = vjp_node.value().data();
       grad_out = g.node(vjp_node.inputs[1].node).value(vjp_node.inputs[1].output).data();
     }
-    Accumulator max_weight, entropy, normalized_entropy, effective_support, jacobian_norm, gain;
-    std::size_t saturated = 0;
     const T* p = node.value().data();
     const detail::Rows rows = detail::rows_along(shape, d.axis);
-    if (per_row) d.rows.reserve(node.value().size() / d.n);
-    detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
+    summarize(d, rows, per_row, d.vjp_node.has_value(), [&](std::size_t offset, std::size_t stride) {
       SoftmaxRow r = row_stats(p + offset, rows.n, stride, threshold);
-      if (grad_in) {
-        double in2 = 0, out2 = 0;
-        for (std::size_t i = 0; i < rows.n; ++i) {
-          const double gi = static_cast<double>(grad_in[offset + i * stride]);
-          const double go = static_cast<double>(grad_out[offset + i * stride]);
-          in2 += gi * gi;
-          out2 += go * go;
-        }
-        r.gradient_gain = out2 > 0 ? std::sqrt(in2 / out2) : 0.0;
-        gain.add(*r.gradient_gain);
-      }
-      max_weight.add(r.max_weight);
-      entropy.add(r.entropy);
-      normalized_entropy.add(r.normalized_entropy);
-      effective_support.add(r.effective_support);
-      jacobian_norm.add(r.jacobian_norm);
-      saturated += r.saturated;
-      ++d.row_count;
-      if (per_row) d.rows.push_back(r);
+      if (d.vjp_node) r.gradient_gain = row_gain(grad_in, grad_out, offset, rows.n, stride);
+      return r;
     });
-    d.max_weight = max_weight.summary();
-    d.entropy = entropy.summary();
-    d.normalized_entropy = normalized_entropy.summary();
-    d.effective_support = effective_support.summary();
-    d.jacobian_norm = jacobian_norm.summary();
-    if (d.vjp_node) d.gradient_gain = gain.summary();
-    d.saturated_fraction = d.row_count ? static_cast<double>(saturated) / static_cast<double>(d.row_count) : 0.0;
     out.push_back(std::move(d));
   }
   return out;
+}
+
+template <class T>
+SoftmaxDiagnostics attention_weights_diagnostics(const Var<T>& weights, const Var<T>& logits, double threshold,
+                                                 bool per_row) {
+  const std::string who = "attention_weights_diagnostics";
+  if (!(threshold > 0 && threshold <= 1)) throw error(who + ": the threshold must be in (0, 1], got " + number_str(threshold));
+  detail::check_one_graph<T>(who, {{"weights", &weights}, {"logits", &logits}});
+  const Graph<T>& g = weights.graph();
+  g.require_values(who);
+  const Shape shape = weights.shape();
+  if (shape.empty() || shape.back() == 0 || logits.shape() != shape) {
+    throw error(who + ": weights must be (..., T_k) with T_k > 0 and logits of their shape: weights are " +
+                shape_str(shape) + ", logits " + shape_str(logits.shape()));
+  }
+  SoftmaxDiagnostics d;
+  d.node = weights.id();
+  d.threshold = threshold;
+  d.axis = shape.size() - 1;
+  d.n = shape.back();
+  const detail::Rows rows = detail::rows_along(shape, d.axis);
+  if (per_row && rows.outer > max_diagnostic_rows) {
+    throw error(who + ": the weights have " + std::to_string(rows.outer) + " rows, more than the " +
+                std::to_string(max_diagnostic_rows) + " whose per-row statistics are kept; ask for the summaries alone (per_row false)");
+  }
+  // The last gradient of the logits, and the last of the weights before it (grad() makes the
+  // weights' gradient first, in the same pass).
+  std::optional<Slot> grad_logits, grad_weights;
+  const auto holds = [&](std::size_t id, const Var<T>& of) -> std::optional<Slot> {
+    const Node<T>& n = g.node(id);
+    for (std::size_t k = 0; k < n.output_count(); ++k) {
+      const auto& at = n.grad_of(k);
+      if (at && at->node == of.id() && at->output == of.output()) return Slot{id, k};
+    }
+    return std::nullopt;
+  };
+  for (std::size_t id = g.size(); id-- > logits.id() + 1 && !grad_weights;) {
+    if (!grad_logits) {
+      grad_logits = holds(id, logits);
+    } else {
+      grad_weights = holds(id, weights);
+    }
+  }
+  const T *grad_in = nullptr, *grad_out = nullptr;
+  if (grad_logits && grad_weights) {
+    d.vjp_node = grad_logits->node;
+    grad_in = g.node(grad_logits->node).value(grad_logits->output).data();
+    grad_out = g.node(grad_weights->node).value(grad_weights->output).data();
+  }
+  const T* w = g.node(weights.id()).value(weights.output()).data();
+  std::vector<double> p(rows.n);
+  summarize(d, rows, per_row, d.vjp_node.has_value(), [&](std::size_t offset, std::size_t stride) {
+    double sum = 0;
+    for (std::size_t i = 0; i < rows.n; ++i) sum += static_cast<double>(w[offset + i * stride]);
+    for (std::size_t i = 0; i < rows.n; ++i) p[i] = sum > 0 ? static_cast<double>(w[offset + i * stride]) / sum : 0.0;
+    SoftmaxRow r = row_stats(p.data(), rows.n, 1, threshold);
+    if (d.vjp_node) r.gradient_gain = row_gain(grad_in, grad_out, offset, rows.n, stride);
+    return r;
+  });
+  return d;
 }
 
 Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, bool rows) {
@@ -201,6 +275,8 @@ Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, boo
 
 template std::size_t softmax_row_count(const Graph<float>&);
 template std::size_t softmax_row_count(const Graph<double>&);
+template SoftmaxDiagnostics attention_weights_diagnostics(const Var<float>&, const Var<float>&, double, bool);
+template SoftmaxDiagnostics attention_weights_diagnostics(const Var<double>&, const Var<double>&, double, bool);
 template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<float>&, double, bool);
 template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<double>&, double, bool);
 

@@ -67,6 +67,23 @@ template <class T>
 std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& graph, double threshold = 0.99,
                                                     bool per_row = true);
 
+// The same statistics of any node of attention weights w >= 0 along the last axis, rows
+// normalised first: p = w / sum(w) per row (a row of sum 0, every key masked, gives p = 0:
+// entropy 0, max weight 0). For sigmoid attention (lib/variant_attention.hpp), whose rows need
+// not sum to 1 and which softmax_diagnostics does not see: its weights and logits nodes
+// (VariantAttentionNodes). For a softmax node it agrees with softmax_diagnostics to rounding.
+// Every statistic is of p, as if p were a softmax row: jacobian_norm is that of a softmax with
+// output p, not the sigmoid's own. The gain is the weights' own: ||grad w.r.t. logits|| /
+// ||grad w.r.t. weights|| per row, read from the gradients grad() recorded (Output::grad_of):
+// the last gradient of `logits`, and the last gradient of `weights` made before it; vjp_node is
+// then the node of the logits' gradient. logits must have the weights' shape. Throws
+// xgrad::error for an empty Var, Vars of different graphs or shapes, a weights node of rank 0 or
+// an empty last axis, a threshold outside (0, 1], and, with per_row, rows beyond
+// max_diagnostic_rows.
+template <class T>
+SoftmaxDiagnostics attention_weights_diagnostics(const Var<T>& weights, const Var<T>& logits, double threshold = 0.99,
+                                                 bool per_row = true);
+
 // As JSON: per node its summaries, saturated fraction and, if `rows`, the per-row arrays (of
 // the rows the diagnostics kept).
 Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, bool rows);

@@ -22,6 +22,7 @@
 #include <xgrad/lib/random.hpp>
 #include <xgrad/lib/same_bits.hpp>
 #include <xgrad/lib/saturation.hpp>
+#include <xgrad/lib/variant_attention.hpp>
 #include <xgrad/lib/variants.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/broadcast_to.hpp>

@@ -5,6 +5,8 @@ in float64. Run from the repository root: /usr/bin/python3 tests/data/make_torch
 
 Each part below is one function writing the files named after it (<part>_<what>.npy); the
 inputs are seeded, so a run reproduces every file bit for bit."""
+import math
+
 import numpy as np
 import torch
 
@@ -89,6 +91,165 @@ def rope():
         save(f"rope_{name}_y", y)
         save(f"rope_{name}_grad_x", gx)
         save(f"rope_{name}_grad_positions", gp)
+
+
+def alibi_get_slopes(n):
+    """get_slopes of github.com/ofirpress/attention_with_linear_biases (fairseq/models/transformer.py),
+    verbatim: the ALiBi slopes of n heads."""
+    def get_slopes_power_of_2(n):
+        start = (2**(-2**-(math.log2(n)-3)))
+        ratio = start
+        return [start*ratio**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return get_slopes_power_of_2(n)
+    else:
+        closest_power_of_2 = 2**math.floor(math.log2(n))
+        return get_slopes_power_of_2(closest_power_of_2) + alibi_get_slopes(2*closest_power_of_2)[0::2][:n-closest_power_of_2]
+
+
+def alibi_bias(heads, t_q, t_k):
+    """-m_h (i' - j), i' = i + t_k - t_q: (heads, t_q, t_k)."""
+    m = torch.tensor(alibi_get_slopes(heads), dtype=torch.float64)
+    i = torch.arange(t_q, dtype=torch.float64)[:, None] + (t_k - t_q)
+    j = torch.arange(t_k, dtype=torch.float64)[None, :]
+    return -m[:, None, None] * (i - j)
+
+
+def rope_of(x, positions, base=10000.0):
+    """The half-split rotary embedding of x (..., T, d) at positions (T)."""
+    d = x.shape[-1]
+    inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    angle = positions[..., None] * inv
+    c, s = torch.cos(angle), torch.sin(angle)
+    x1, x2 = x[..., :d // 2], x[..., d // 2:]
+    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+
+
+def variant_attention_of(q, k, v, scale=None, softcap=0.0, bias=None, mask=None, weights="softmax", sigmoid_bias=None):
+    """xgrad's variant_attention: GQA by repeat_interleave, scale, soft-cap, + bias, mask, softmax or sigmoid."""
+    groups = q.shape[-3] // k.shape[-3]
+    k = torch.repeat_interleave(k, groups, dim=-3)
+    v = torch.repeat_interleave(v, groups, dim=-3)
+    s = (q * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    if bias is not None:
+        s = s + bias
+    if weights == "softmax":
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        w = torch.softmax(s, dim=-1)
+    else:
+        b = sigmoid_bias if sigmoid_bias is not None else -math.log(k.shape[-2])
+        w = torch.sigmoid(s + b)
+        if mask is not None:
+            w = w.masked_fill(~mask, 0.0)
+    return w @ v
+
+
+def causal(t_q, t_k):
+    return torch.arange(t_k)[None, :] <= torch.arange(t_q)[:, None] + (t_k - t_q)
+
+
+@part
+def variants():
+    """The attention variants' building blocks (lib/variants.hpp) in float64: repeat_kv as
+    torch.repeat_interleave over the heads (third from last), rank 4 and 3; the ALiBi slopes of the
+    reference get_slopes and the bias -m_h (i' - j); the soft-cap cap tanh(x / cap); QK-norm as a
+    bias-free layer_norm over d_head; each with its gradients for an upstream u."""
+    g = torch.Generator().manual_seed(32)
+    for name, shape, groups in (("rank4", (2, 3, 4, 5), 2), ("rank3", (2, 4, 3), 3)):
+        x = torch.randn(*shape, generator=g, dtype=torch.float64).requires_grad_(True)
+        y = torch.repeat_interleave(x, groups, dim=-3)
+        u = torch.randn(*y.shape, generator=g, dtype=torch.float64)
+        (gx,) = torch.autograd.grad(y, x, u)
+        save(f"variants_repeat_kv_{name}_x", x)
+        save(f"variants_repeat_kv_{name}_u", u)
+        save(f"variants_repeat_kv_{name}_y", y)
+        save(f"variants_repeat_kv_{name}_grad_x", gx)
+    for n in (1, 3, 6, 8, 12, 20, 32):
+        save(f"variants_alibi_slopes_{n}", np.array(alibi_get_slopes(n), dtype=np.float64))
+    save("variants_alibi_bias_6_3_5", alibi_bias(6, 3, 5))
+    save("variants_alibi_bias_8_4_4", alibi_bias(8, 4, 4))
+    x = (torch.randn(3, 4, generator=g, dtype=torch.float64) * 10).requires_grad_(True)
+    u = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    y = 5.0 * torch.tanh(x / 5.0)
+    (gx,) = torch.autograd.grad(y, x, u)
+    save("variants_softcap_x", x)
+    save("variants_softcap_u", u)
+    save("variants_softcap_y", y)
+    save("variants_softcap_grad_x", gx)
+    x = (torch.randn(2, 3, 4, 6, generator=g, dtype=torch.float64) * 2 + 1).requires_grad_(True)
+    gain = (torch.rand(6, generator=g, dtype=torch.float64) + 0.5).requires_grad_(True)
+    u = torch.randn(2, 3, 4, 6, generator=g, dtype=torch.float64)
+    y = torch.nn.functional.layer_norm(x, (6,), gain, None, 1e-5)
+    gx, gg = torch.autograd.grad(y, (x, gain), u)
+    save("variants_qk_norm_x", x)
+    save("variants_qk_norm_gain", gain)
+    save("variants_qk_norm_u", u)
+    save("variants_qk_norm_y", y)
+    save("variants_qk_norm_grad_x", gx)
+    save("variants_qk_norm_grad_gain", gg)
+
+
+@part
+def variant_attention():
+    """variant_attention (lib/variant_attention.hpp) in float64, q (2, 4, 3, 4) over k, v of 2 or 1
+    heads and T_k = 5: softmax with soft-cap 2, ALiBi and the causal mask; sigmoid (b = -log T_k)
+    with the causal mask, multi-query; sigmoid with b = 0.5, scale 0.3, soft-cap 3 and a key padding
+    mask (lengths 5, 3). Then the block variant_multi_head_attention, x (2, 5, 16), 4 heads over 2
+    kv heads, random projections: RoPE, QK-norm (layer, gains), soft-cap 4, ALiBi, causal, softmax;
+    and RoPE, 1 kv head, causal, sigmoid. The output and the gradients of every input for u."""
+    g = torch.Generator().manual_seed(33)
+    cases = (("softmax", 2, dict(softcap=2.0, bias=alibi_bias(4, 3, 5), mask=causal(3, 5))),
+             ("sigmoid", 1, dict(mask=causal(3, 5), weights="sigmoid")),
+             ("sigmoid_padded", 2, dict(scale=0.3, softcap=3.0, weights="sigmoid", sigmoid_bias=0.5,
+                                        mask=(torch.arange(5)[None, :] < torch.tensor([5, 3])[:, None]).reshape(2, 1, 1, 5))))
+    for name, hkv, options in cases:
+        q = (torch.randn(2, 4, 3, 4, generator=g, dtype=torch.float64) * 2).requires_grad_(True)
+        k = (torch.randn(2, hkv, 5, 4, generator=g, dtype=torch.float64) * 2).requires_grad_(True)
+        v = torch.randn(2, hkv, 5, 3, generator=g, dtype=torch.float64).requires_grad_(True)
+        u = torch.randn(2, 4, 3, 3, generator=g, dtype=torch.float64)
+        y = variant_attention_of(q, k, v, **options)
+        gq, gk, gv = torch.autograd.grad(y, (q, k, v), u)
+        for what, t in (("q", q), ("k", k), ("v", v), ("u", u), ("y", y), ("grad_q", gq), ("grad_k", gk), ("grad_v", gv)):
+            save(f"variant_attention_{name}_{what}", t)
+    d, heads, t = 16, 4, 5
+    for name, kv, qk, alibi, softcap, weights in (("softmax", 2, True, True, 4.0, "softmax"),
+                                                  ("sigmoid", 1, False, False, 0.0, "sigmoid")):
+        dh = d // heads
+        x = torch.randn(2, t, d, generator=g, dtype=torch.float64).requires_grad_(True)
+        shapes = {"w_q": (d, d), "b_q": (d,), "w_k": (d, dh * kv), "b_k": (dh * kv,), "w_v": (d, dh * kv),
+                  "b_v": (dh * kv,), "w_o": (d, d), "b_o": (d,)}
+        if qk:
+            shapes.update(q_gain=(dh,), k_gain=(dh,))
+        P = {n: (torch.randn(*s, generator=g, dtype=torch.float64) * (0.4 if n[0] == "w" else 0.1)
+                 + (1.0 if n.endswith("gain") else 0.0)).requires_grad_(True) for n, s in shapes.items()}
+        u = torch.randn(2, t, d, generator=g, dtype=torch.float64)
+
+        def split(h, n):
+            return h.reshape(2, t, n, dh).permute(0, 2, 1, 3)
+        qh = split(x @ P["w_q"] + P["b_q"], heads)
+        kh = split(x @ P["w_k"] + P["b_k"], kv)
+        vh = split(x @ P["w_v"] + P["b_v"], kv)
+        if qk:
+            qh = torch.nn.functional.layer_norm(qh, (dh,), P["q_gain"], None, 1e-5)
+            kh = torch.nn.functional.layer_norm(kh, (dh,), P["k_gain"], None, 1e-5)
+        positions = torch.arange(t, dtype=torch.float64)
+        qh, kh = rope_of(qh, positions), rope_of(kh, positions)
+        a = variant_attention_of(qh, kh, vh, softcap=softcap, bias=alibi_bias(heads, t, t) if alibi else None,
+                                 mask=causal(t, t), weights=weights)
+        y = a.permute(0, 2, 1, 3).reshape(2, t, d) @ P["w_o"] + P["b_o"]
+        names = list(P)
+        grads = torch.autograd.grad(y, [x] + [P[n] for n in names], u)
+        save(f"variant_attention_block_{name}_x", x)
+        save(f"variant_attention_block_{name}_u", u)
+        save(f"variant_attention_block_{name}_y", y)
+        save(f"variant_attention_block_{name}_grad_x", grads[0])
+        for n, gr in zip(names, grads[1:]):
+            save(f"variant_attention_block_{name}_{n}", P[n])
+            save(f"variant_attention_block_{name}_grad_{n}", gr)
 
 
 @part
