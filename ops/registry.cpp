@@ -17,6 +17,7 @@
 #include <xgrad/ops/concat.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/reshape.hpp>
+#include <xgrad/ops/rms_norm.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
@@ -55,6 +56,8 @@ const Entry registry[] = {
     {"pad", make_pad_op},
     {"permute", make_permute_op},
     {"reshape", make_reshape_op},
+    {"rms_norm", make_rms_norm_op},
+    {"rms_norm_vjp", make_rms_norm_vjp_op},
     {"scale", make_scale_op},
     {"slice", make_slice_op},
     {"softmax", make_softmax_op},

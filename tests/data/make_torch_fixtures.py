@@ -293,6 +293,29 @@ def layer_norm():
 
 
 @part
+def rms_norm():
+    """RMS normalisation over the last axis of x (2, 3, 5) with gamma (5) and eps 1e-5, and a row of
+    zeros. torch 1.13 has no torch.nn.functional.rms_norm (it came in 2.4): the formula
+    x / sqrt(mean(x^2) + eps) * gamma, as that function and ONNX's RMSNormalization define it, in
+    float64 with autograd. Gradients w.r.t. x and gamma for u on y, and for u on y and w on rstd
+    (xgrad's second output, 1 / sqrt(mean(x^2) + eps), (2, 3, 1))."""
+    g = torch.Generator().manual_seed(23)
+    x0 = torch.randn(2, 3, 5, generator=g, dtype=torch.float64) * 2 + 1
+    x0[1, 2] = 0.0  # a row of zeros: eps alone in the square root
+    gamma0 = torch.randn(5, generator=g, dtype=torch.float64)
+    u = torch.randn(2, 3, 5, generator=g, dtype=torch.float64)
+    w = torch.randn(2, 3, 1, generator=g, dtype=torch.float64)
+    x, gamma = (t.clone().requires_grad_(True) for t in (x0, gamma0))
+    rstd = 1 / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    y = x * rstd * gamma
+    gx, gg = torch.autograd.grad(y, (x, gamma), u, retain_graph=True)
+    gx_both, gg_both = torch.autograd.grad((y, rstd), (x, gamma), (u, w))
+    for name, t in (("x", x0), ("gamma", gamma0), ("u", u), ("w", w), ("y", y), ("rstd", rstd),
+                    ("grad_x", gx), ("grad_gamma", gg), ("both_grad_x", gx_both), ("both_grad_gamma", gg_both)):
+        save("rms_norm_" + name, t)
+
+
+@part
 def matmul():
     """Broadcast batch axes: (2, 3, 4) @ (4, 5), (2, 2, 3, 4) @ (2, 4, 3), (3, 4) @ (2, 4, 5)
     and (2, 1, 3, 4) @ (3, 4, 2) with b transposed; gradients for u."""

@@ -228,6 +228,8 @@ void build_every_op(Graph<T>& g) {
       {"gelu_tanh", gelu(s, GeluApprox::tanh)},
       {"layer_norm", layer_norm(x, gamma, beta)},
       {"layer_norm_1d", layer_norm(gamma, gamma, beta, 1e-3)},
+      {"rms_norm", rms_norm(x, gamma)},
+      {"rms_norm_1d", rms_norm(beta, gamma, 1e-3)},
       {"flash_attention", fused_attention(x, add(x, scale(x, 0.5)), s)},
   };
   Var<T> total;
@@ -240,6 +242,8 @@ void build_every_op(Graph<T>& g) {
   // layer_norm's mean and rstd outputs carry gradients too.
   const Var<T> ln = layer_norm(x, gamma, beta, 1e-5);
   total = add(total, add(sum(g.var(ln.id(), 1)), sum(g.var(ln.id(), 2))));
+  // So do rms_norm's rstd.
+  total = add(total, sum(g.var(rms_norm(x, beta, 0.01).id(), 1)));
   name_all(g, "total", total, {x, w, wt, table, gamma, beta});
 }
 

@@ -513,8 +513,8 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-26 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 27, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-28 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 29, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
@@ -784,6 +784,47 @@ class RandomGraph {
         }
         return add_ref(concat(parts, axis), ref_concat(refs, a));
       }
+      case 27: {  // rms_norm over the last axis, its two outputs
+        const std::size_t d = s.back();
+        const Var<double> gamma = node_or_leaf_like({d});
+        const Ref rg = ref(gamma);
+        const double eps = pick(0, 1) ? 1e-5 : 0.1;
+        Shape stats = s;
+        stats.back() = 1;
+        Ref y = rx, rstd{stats, {}};
+        for (std::size_t row = 0; row < rx.data.size() / d; ++row) {
+          const double* e = &rx.data[row * d];
+          double ms = 0;
+          for (std::size_t j = 0; j < d; ++j) ms += e[j] * e[j] / static_cast<double>(d);
+          const double inv = 1 / std::sqrt(ms + eps);
+          for (std::size_t j = 0; j < d; ++j) y.data[row * d + j] = e[j] * inv * rg.data[j];
+          rstd.data.push_back(inv);
+        }
+        const Var<double> out = rms_norm(x, gamma, eps);
+        return add_refs({out, m_g.var(out.id(), 1)}, {y, rstd});
+      }
+      case 28: {  // rms_norm_vjp over the last axis, with a free rstd
+        const std::size_t d = s.back();
+        Shape stats = s;
+        stats.back() = 1;
+        const Var<double> gamma = node_or_leaf_like({d}), rstd = node_or_leaf_like(stats), g = node_or_leaf_like(s);
+        const Ref rgam = ref(gamma), rr = ref(rstd), rg = ref(g);
+        Ref gx = rx, gg{{d}, std::vector<double>(d, 0.0)};
+        for (std::size_t row = 0; row < rx.data.size() / d; ++row) {
+          double b = 0;
+          for (std::size_t j = 0; j < d; ++j) {
+            const double xhat = rx.data[row * d + j] * rr.data[row];
+            b += rg.data[row * d + j] * rgam.data[j] * xhat / static_cast<double>(d);
+            gg.data[j] += rg.data[row * d + j] * xhat;
+          }
+          for (std::size_t j = 0; j < d; ++j) {
+            const double xhat = rx.data[row * d + j] * rr.data[row];
+            gx.data[row * d + j] = rr.data[row] * (rg.data[row * d + j] * rgam.data[j] - xhat * b);
+          }
+        }
+        const RmsNormGrads<double> f = rms_norm_vjp(x, gamma, rstd, g);
+        return add_refs({f.grad_x, f.grad_gamma}, {gx, gg});
+      }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;
         for (auto& d : to) {
@@ -802,7 +843,7 @@ class RandomGraph {
   std::vector<std::vector<Ref>> m_refs;
 };
 
-constexpr int cases = 480;  // about 50 nodes of every op kind (registry/every_op_is_in_the_property_generator)
+constexpr int cases = 520;  // about 50 nodes of every op kind (registry/every_op_is_in_the_property_generator)
 
 }  // namespace
 
