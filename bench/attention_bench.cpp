@@ -6,6 +6,10 @@
 //   build_fwd_bwd  a fresh graph built, run and differentiated per call (the documented example)
 //   fused_fwd      fwd with attention(q, k, v, AttentionImpl::fused): one flash_attention node
 //   fused_fwd_bwd  fwd_bwd with the fused op (its backward: one flash_attention_vjp node)
+//   causal_fwd, causal_fwd_bwd, window_fwd, window_fwd_bwd, softcap_fwd_bwd
+//                  the same with the fused op's variants (T >= 1024): the causal mask, a causal
+//                  sliding window of 128 keys, the causal mask with a soft-cap of 30 (tanh per
+//                  weight); their ratio counter is still against the full GEMMs
 //   lean_fwd       fwd of a lean graph (Graph::keep_only: only out is kept; the scores' buffer
 //                  becomes the weights')
 //   lean_fwd_bwd   fwd_bwd of a lean graph (out and the 3 gradients kept; 2 T x T buffers)
@@ -163,14 +167,25 @@ class Gemms {
 
 // A graph of attention on random q, k, v; with backward, grad(out, {q, k, v}, g) too. Lean:
 // keep_only out and the gradients.
+// A variant of the fused op: the masks and the soft-cap of flash_attention.
+struct Variant {
+  bool causal = false;
+  std::size_t window = 0;
+  double softcap = 0;
+  bool any() const { return causal || window > 0 || softcap > 0; }
+};
+
 template <class T>
 struct AttentionGraph {
   xgrad::Graph<T> graph;
-  AttentionGraph(const Shape4& s, bool backward, xgrad::AttentionImpl impl, bool lean = false) {
+  AttentionGraph(const Shape4& s, bool backward, xgrad::AttentionImpl impl, bool lean = false, Variant variant = {}) {
     const auto q = graph.input("q", random_array<T>({s.t_q, s.d_k}, 1));
     const auto k = graph.input("k", random_array<T>({s.t_k, s.d_k}, 2));
     const auto v = graph.input("v", random_array<T>({s.t_k, s.d_v}, 3));
-    const auto out = xgrad::attention(q, k, v, impl);
+    const double scale = 1 / std::sqrt(double(s.d_k));
+    const auto out = variant.any() ? xgrad::flash_attention(q, k, v, scale, xgrad::FlashMask<T>{variant.causal, {}, variant.window},
+                                                            variant.softcap).out
+                                   : xgrad::attention(q, k, v, impl);
     graph.set_output("out", out);
     if (backward) {
       const auto grads = xgrad::grad(out, {q, k, v}, random_array<T>({s.t_q, s.d_v}, 4));
@@ -205,17 +220,32 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 enum class Mode {
   fwd, fwd_bwd, build_fwd_bwd, fused_fwd, fused_fwd_bwd, lean_fwd, lean_fwd_bwd,
-  gemms_fwd, gemms_fwd_bwd, loop_fwd, loop_fwd_bwd
+  gemms_fwd, gemms_fwd_bwd, loop_fwd, loop_fwd_bwd,
+  causal_fwd, causal_fwd_bwd, window_fwd, window_fwd_bwd, softcap_fwd_bwd
 };
+
+// The fused op's variant that a mode times (none for the other modes).
+Variant variant_of(Mode m) {
+  switch (m) {
+    case Mode::causal_fwd:
+    case Mode::causal_fwd_bwd: return {true, 0, 0};
+    case Mode::window_fwd:
+    case Mode::window_fwd_bwd: return {true, 128, 0};
+    case Mode::softcap_fwd_bwd: return {true, 0, 30};
+    default: return {};
+  }
+}
 
 template <class T>
 void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
   openblas_set_num_threads(threads);
+  const Variant variant = variant_of(mode);
   const bool backward = mode != Mode::fwd && mode != Mode::fused_fwd && mode != Mode::lean_fwd &&
-                        mode != Mode::gemms_fwd && mode != Mode::loop_fwd;
+                        mode != Mode::gemms_fwd && mode != Mode::loop_fwd && mode != Mode::causal_fwd &&
+                        mode != Mode::window_fwd;
   const bool lean = mode == Mode::lean_fwd || mode == Mode::lean_fwd_bwd;
   const bool replayed = mode == Mode::fwd || mode == Mode::fwd_bwd || mode == Mode::fused_fwd ||
-                        mode == Mode::fused_fwd_bwd || lean;
+                        mode == Mode::fused_fwd_bwd || lean || variant.any();
   const auto impl = mode == Mode::fused_fwd || mode == Mode::fused_fwd_bwd ? xgrad::AttentionImpl::fused
                                                                            : xgrad::AttentionImpl::composed;
   // The steady state of a training loop: one untimed replay (replayed modes) and one untimed
@@ -247,7 +277,7 @@ void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
   Gemms<T>& loop = looped ? *looped : gemms;
   std::unique_ptr<AttentionGraph<T>> graph;
   if (replayed) {
-    graph = std::make_unique<AttentionGraph<T>>(s, backward, impl, lean);
+    graph = std::make_unique<AttentionGraph<T>>(s, backward, impl, lean, variant);
     graph->graph.replay();
   }
   gemms.run(backward);
@@ -260,7 +290,12 @@ void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
       case Mode::fused_fwd:
       case Mode::fused_fwd_bwd:
       case Mode::lean_fwd:
-      case Mode::lean_fwd_bwd: graph->graph.replay(); break;
+      case Mode::lean_fwd_bwd:
+      case Mode::causal_fwd:
+      case Mode::causal_fwd_bwd:
+      case Mode::window_fwd:
+      case Mode::window_fwd_bwd:
+      case Mode::softcap_fwd_bwd: graph->graph.replay(); break;
       case Mode::build_fwd_bwd: {
         AttentionGraph<T> fresh(s, true, impl);
         benchmark::DoNotOptimize(fresh.graph.size());
@@ -280,7 +315,7 @@ void run(benchmark::State& state, Shape4 s, Mode mode, int threads) {
   }
   state.counters["ratio"] = median(own) / median(reference);
   state.counters["GFLOPs"] = s.flops(backward) / median(own) / 1e9;
-  if (replayed || mode == Mode::build_fwd_bwd) {
+  if ((replayed && !variant.any()) || mode == Mode::build_fwd_bwd) {
     state.counters["peak_extra_M"] = peak_extra_m<T>(s, backward, impl, lean);
   }
 }
@@ -298,6 +333,11 @@ const char* mode_name(Mode m) {
     case Mode::gemms_fwd_bwd: return "gemms_fwd_bwd";
     case Mode::loop_fwd: return "loop_fwd";
     case Mode::loop_fwd_bwd: return "loop_fwd_bwd";
+    case Mode::causal_fwd: return "causal_fwd";
+    case Mode::causal_fwd_bwd: return "causal_fwd_bwd";
+    case Mode::window_fwd: return "window_fwd";
+    case Mode::window_fwd_bwd: return "window_fwd_bwd";
+    case Mode::softcap_fwd_bwd: return "softcap_fwd_bwd";
   }
   return "";
 }
@@ -309,8 +349,10 @@ void register_all(const char* dtype) {
   for (const Shape4& s : shapes) {
     for (int threads : {1, 2}) {
       for (Mode m : {Mode::fwd, Mode::fwd_bwd, Mode::build_fwd_bwd, Mode::fused_fwd, Mode::fused_fwd_bwd, Mode::lean_fwd,
-                     Mode::lean_fwd_bwd, Mode::gemms_fwd, Mode::gemms_fwd_bwd, Mode::loop_fwd, Mode::loop_fwd_bwd}) {
+                     Mode::lean_fwd_bwd, Mode::gemms_fwd, Mode::gemms_fwd_bwd, Mode::loop_fwd, Mode::loop_fwd_bwd,
+                     Mode::causal_fwd, Mode::causal_fwd_bwd, Mode::window_fwd, Mode::window_fwd_bwd, Mode::softcap_fwd_bwd}) {
         if (m == Mode::build_fwd_bwd && s.t_q > 128) continue;  // fresh buffers per call: a node-overhead probe
+        if (variant_of(m).any() && (s.t_q < 1024 || s.t_q != s.t_k)) continue;  // the variants at T >= 1024
         const std::string name = std::string("xgrad/") + mode_name(m) + "/" + dtype + "/" + s.str() +
                                  "/threads:" + std::to_string(threads);
         auto* b = benchmark::RegisterBenchmark(name.c_str(), [s, m, threads](benchmark::State& st) { run<T>(st, s, m, threads); });

@@ -138,6 +138,21 @@ xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k) {
   return m;
 }
 
+xt::xarray<bool> sliding_window_mask(std::size_t t_q, std::size_t t_k, std::size_t window) {
+  if (window == 0) {
+    throw error("sliding_window_mask: window = 0 lets no query attend to any key; a window holds at least the "
+                "query's own position (window >= 1)");
+  }
+  detail::check_result_shape("sliding_window_mask", {t_q, t_k}, "mask");
+  xt::xarray<bool> m = causal_mask(t_q, t_k);
+  const long offset = static_cast<long>(t_k) - static_cast<long>(t_q);
+  const long w = static_cast<long>(std::min(window, t_k));  // a window of T_k or more keys is causal
+  for (std::size_t i = 0; i < t_q; ++i) {
+    for (std::size_t j = 0; j < t_k; ++j) m(i, j) = m(i, j) && static_cast<long>(j) > static_cast<long>(i) + offset - w;
+  }
+  return m;
+}
+
 xt::xarray<bool> padding_mask(const std::vector<std::size_t>& lengths, std::size_t t_q, std::size_t t_k, bool head_axis) {
   Shape shape{lengths.size()};
   if (head_axis) shape.push_back(1);

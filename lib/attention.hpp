@@ -52,9 +52,9 @@ enum class AttentionImpl {
 };
 
 // Fused attention: the nodes of AttentionImpl::fused. Same checks and messages as attention.
-// The masks it takes (FlashMask, ops/flash_attention.hpp): causal, and a key-padding mask of
-// shape (B..., 1, T_k) (key_padding_mask's (B, 1, 1, T_k) for heads), neither ever expanded
-// to T_q x T_k; any other mask needs the composed attention (xgrad::error says so).
+// The masks it takes (FlashMask, ops/flash_attention.hpp): causal, its sliding window, and a key-padding
+// mask (B..., 1, T_k) (key_padding_mask's (B, 1, 1, T_k) for heads), none ever expanded to T_q x T_k;
+// any other mask needs the composed attention (xgrad::error says so). The soft-cap: flash_attention.
 template <class T>
 Var<T> fused_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, std::optional<double> scale = std::nullopt,
                        const FlashMask<T>& mask = {});
@@ -107,6 +107,14 @@ Var<T> masked_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, const
 // T_q > T_k mask allow no key). Throws xgrad::error naming the shape, before allocating, if
 // the mask would hold more than max_array_elements = 2^28 elements (axes of 0 counted as 1).
 xt::xarray<bool> causal_mask(std::size_t t_q, std::size_t t_k);
+
+// (T_q, T_k): the causal sliding window of `window` keys (Longformer, Beltagy et al. 2020, made
+// causal as in Mistral 7B, Jiang et al. 2023): query i may attend to key j when
+// i' - window < j <= i', i' = i + T_k - T_q, itself and the window - 1 keys before it, aligned as
+// causal_mask (window >= T_k gives causal_mask). The composed form of FlashMask's window:
+// masked_attention with it equals the fused attention with {causal = true, window}. Throws
+// xgrad::error if window = 0 (a window of no keys), or as causal_mask does.
+xt::xarray<bool> sliding_window_mask(std::size_t t_q, std::size_t t_k, std::size_t window);
 
 // (B, T_q, T_k), or (B, 1, T_q, T_k) with head_axis for (B, H, T_q, T_k) scores: in sequence b
 // every query may attend to the keys j < lengths[b], the rest being padding. Throws xgrad::error

@@ -1,7 +1,8 @@
-// forward: out = softmax(a q k^T + M) v,  lse = logsumexp(a q k^T + M) per query row: two outputs
-//          (B..., T_q, d_k), (B..., T_k, d_k), (B..., T_k, d_v) [, key mask (B..., 1, T_k)]
-//          -> (B..., T_q, d_v), (B..., T_q); M is -inf where the masks forbid (ops/flash_mask.hpp).
-//          Per tile of query rows: for each tile of keys the masks leave, S = a Q K^T with -inf
+// forward: out = softmax(c(a q k^T) + M) v,  lse = logsumexp(c(a q k^T) + M) per query row: two
+//          outputs (B..., T_q, d_k), (B..., T_k, d_k), (B..., T_k, d_v) [, key mask (B..., 1, T_k)]
+//          -> (B..., T_q, d_v), (B..., T_q); M is -inf where the masks forbid (ops/flash_mask.hpp),
+//          c(s) = C tanh(s / C) with a soft-cap C > 0, else s.
+//          Per tile of query rows: for each tile of keys the masks leave, S = c(a Q K^T) with -inf
 //          where they forbid, then the online softmax
 //          m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m - m') + rowsum P,
 //          acc = acc e^(m - m') + P V; at the end out = acc / l and lse = m + log l.
@@ -65,20 +66,24 @@ double clamped_sum(long a, long n, long hi) {
 
 }  // namespace
 
-double flash_weights_work(const std::vector<Shape>& x, FlashPass pass, const FlashMaskAttrs& mask) {
+double flash_weights_work(const std::vector<Shape>& x, FlashPass pass, const FlashMaskAttrs& mask, bool softcap) {
   const AttentionDims d = attention_dims(x[0], x[1], x[2]);
   // The weights of one batch index the kernels compute: with the causal mask, query tile
-  // [i0, i0 + bq) against keys [0, causal_key_end) only, of which each row i allows
-  // clamp(i + 1 + T_k - T_q, 0, T_k) and the kernels write -inf over the rest.
+  // [i0, i0 + bq) against keys [window_key_begin(i0), causal_key_end) only, of which each row i
+  // allows clamp(i' + 1, 0, T_k) - clamp(i' + 1 - W, 0, T_k), i' = i + T_k - T_q (W = T_k
+  // without a window: the second term 0), and the kernels write -inf over the rest.
   double computed = static_cast<double>(d.t_q) * static_cast<double>(d.t_k), filled = 0;
   if (mask.causal) {
     computed = 0;
-    const long offset = static_cast<long>(d.t_k) - static_cast<long>(d.t_q);
+    const long offset = static_cast<long>(d.t_k) - static_cast<long>(d.t_q), t_k = static_cast<long>(d.t_k);
+    const long window = mask.window > 0 ? static_cast<long>(std::min(mask.window, d.t_k)) : t_k;
     for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
       const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
-      const double tile = static_cast<double>(bq) * static_cast<double>(causal_key_end(d, i0, bq));
+      const std::size_t keys = causal_key_end(d, i0, bq) - window_key_begin(d, mask.window, i0);
+      const double tile = static_cast<double>(bq) * static_cast<double>(keys);
+      const long first = static_cast<long>(i0) + 1 + offset, rows = static_cast<long>(bq);
       computed += tile;
-      filled += tile - clamped_sum(static_cast<long>(i0) + 1 + offset, static_cast<long>(bq), static_cast<long>(d.t_k));
+      filled += tile - (clamped_sum(first, rows, t_k) - clamped_sum(first - window, rows, t_k));
     }
   }
   const double batch = static_cast<double>(d.batch), weights = batch * computed;
@@ -88,19 +93,28 @@ double flash_weights_work(const std::vector<Shape>& x, FlashPass pass, const Fla
   const double multiply_adds = weights * (pass == FlashPass::forward ? dk + dv : 3 * dk + 2 * dv);
   // Each weight is also written to a tile and read back, exponentiated, on every pass; with a
   // key mask, each reads its entry of the mask (1 visit), and the causal -inf are written.
+  // A soft-cap: a tanh per weight (12 visits, as the tanh row), and in the VJP its derivative
+  // written to a tile and read back.
+  const double cap = softcap ? (pass == FlashPass::forward ? 12 : 14) * weights : 0;
   return (pass == FlashPass::forward ? 2 : 4) * weights + Op::multiply_add_work(multiply_adds) +
-         (mask.key_mask ? weights : 0) + batch * filled;
+         (mask.key_mask ? weights : 0) + batch * filled + cap;
 }
 
 void check_attention_scale(double scale) {
   if (!std::isfinite(scale)) throw error("the scale must be finite, got " + number_str(scale));
 }
 
+void check_attention_softcap(double softcap) {
+  if (!(softcap == 0 || (std::isfinite(softcap) && softcap > 0))) {
+    throw error("the soft-cap must be finite and > 0 (0 for none), got " + number_str(softcap));
+  }
+}
+
 }  // namespace detail
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike (the masks': ops/flash_mask.hpp).
+// Attribute keys, for attrs() and the factory alike (the masks' and the soft-cap's: ops/flash_mask.hpp).
 constexpr const char* key_scale = "scale";
 
 using detail::flash_tile_q;
@@ -124,24 +138,26 @@ struct ForwardScratch {
 };
 
 // Query rows [i0, i0 + bq) of batch index b: q (t_q, d_k), k (t_k, d_k), v (t_k, d_v) -> those
-// rows of out (t_q, d_v) and lse (t_q). Keys from mask.key_end on, which every row's masks
-// forbid, are skipped: their weights are 0.
+// rows of out (t_q, d_v) and lse (t_q). Keys before mask.key_begin and from mask.key_end on,
+// which every row's masks forbid, are skipped: their weights are 0. cap > 0: the soft-cap, and
+// inv_cap 1 / cap rounded to T.
 template <class T>
 void flash_forward(const T* q, const T* k, const T* v, T* out, T* lse, const detail::AttentionDims& d, T alpha,
-                   std::size_t b, std::size_t i0, std::size_t bq, const detail::FlashMaskRows<T>& mask,
-                   ForwardScratch<T>& w) {
+                   T cap, T inv_cap, std::size_t b, std::size_t i0, std::size_t bq,
+                   const detail::FlashMaskRows<T>& mask, ForwardScratch<T>& w) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
-  const std::size_t dv = d.d_v, t_k = mask.key_end(b, i0, bq);
+  const std::size_t dv = d.d_v, key_begin = mask.key_begin(i0), t_k = mask.key_end(b, i0, bq);
   T *scores = w.scores, *acc = w.acc, *m = w.m, *l = w.l;
   std::fill(m, m + bq, minus_inf);
   std::fill(l, l + bq, T(0));
-  for (std::size_t j0 = 0; j0 < t_k; j0 += flash_tile_k) {
+  for (std::size_t j0 = key_begin; j0 < t_k; j0 += flash_tile_k) {
     const std::size_t bk = std::min(flash_tile_k, t_k - j0);
-    const bool first = j0 == 0;
+    const bool first = j0 == key_begin;
     detail::gemm(false, true, bq, bk, d.d_k, alpha, q + i0 * d.d_k, d.d_k, k + j0 * d.d_k, d.d_k, T(0), scores, bk);
     detail::parallel_rows(bq, bk, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
         T* s = scores + r * bk;
+        if (cap > 0) detail::soft_cap(s, bk, cap, inv_cap);
         mask.fill(s, b, i0 + r, j0, bk);
         const T m_new = std::max(m[r], detail::row_max(s, bk, 1));  // a NaN maximum keeps m: NaN flows on through exp
         if (m_new == minus_inf && !detail::row_has_nan(s, bk, 1)) {  // no score above -inf yet: weights 0
@@ -170,37 +186,41 @@ void flash_forward(const T* q, const T* k, const T* v, T* out, T* lse, const det
 
 class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
  public:
-  FlashAttentionOp(double scale, detail::FlashMaskAttrs mask) : m_scale(scale), m_mask(mask) {}
+  FlashAttentionOp(double scale, detail::FlashMaskAttrs mask, double softcap)
+      : m_scale(scale), m_mask(mask), m_softcap(softcap) {}
 
   std::string name() const override { return "flash_attention"; }
   std::size_t arity() const override { return m_mask.key_mask ? 4 : 3; }  // q, k, v[, key mask]
   Json attrs() const override {
     Json attrs = {{key_scale, m_scale}};
     m_mask.write(attrs);
+    if (m_softcap > 0) attrs[detail::flash_key_softcap] = m_softcap;
     return attrs;
   }
-  detail::FlashAttentionAttrs typed_attrs() const { return {m_scale, m_mask}; }
-  // ONNX: the composition, s = scale q k^T (with -inf where the masks forbid: onnx_flash_mask),
-  // out = softmax(s) v and lse = m + Log(sum) per row (onnx_exp_rows: out 0 and lse -inf on a
-  // row of only -inf, as here). The T_q x T_k scores exist then: the memory bound of the fused
-  // node is lost.
+  detail::FlashAttentionAttrs typed_attrs() const { return {m_scale, m_mask, m_softcap}; }
+  // ONNX: the composition, s = scale q k^T, capped (onnx_soft_cap: C Tanh(s / C)), with -inf
+  // where the masks forbid (onnx_flash_mask), out = softmax(s) v and lse = m + Log(sum) per row
+  // (onnx_exp_rows: out 0 and lse -inf on a row of only -inf, as here). The T_q x T_k scores
+  // exist then: the memory bound of the fused node is lost.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
     const std::size_t rank = n.input_shapes[0].size();
     const std::string k_t = e.op("Transpose", {n.inputs[1]}, {{"perm", onnx_swap_last_two(rank)}});
     Shape scores = n.output_shapes[0];  // (B..., T_q, T_k)
     scores.back() = n.input_shapes[1][rank - 2];
-    const std::string s = detail::onnx_flash_mask(
-        e, n, 3, m_mask, e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.factor(m_scale, scores)}));
+    const std::string raw = e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.factor(m_scale, scores)});
+    const std::string s = detail::onnx_flash_mask(e, n, 3, m_mask, detail::onnx_soft_cap(e, raw, scores, m_softcap).s);
     const OnnxExpRows rows = onnx_exp_rows(e, s, static_cast<std::int64_t>(rank - 1));
     const std::string lse = e.op("Add", {rows.m, e.op("Log", {rows.sum})});
     return {e.op("MatMul", {onnx_softmax(e, rows), n.inputs[2]}), e.op("Reshape", {lse, e.int64s(onnx_dims(n.output_shapes[1]))})};
   }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward, m_mask);
+    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward, m_mask, m_softcap > 0);
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
     detail::check_attention_scale(m_scale);
+    detail::check_attention_softcap(m_softcap);
+    m_mask.check();
     const detail::AttentionDims d = detail::attention_dims(x[0], x[1], x[2]);
     if (m_mask.key_mask) detail::check_key_mask(x[3], x[0], x[1], d);
     return {d.out_shape(), d.lse_shape()};
@@ -209,10 +229,11 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
   template <class T>
   void run_forward(const Args<T>& x, const Outs<T>& y) const {
     const detail::AttentionDims d = detail::attention_dims(shape_of(*x[0]), shape_of(*x[1]), shape_of(*x[2]));
-    const detail::FlashMaskRows<T> mask(d, m_mask.causal, m_mask.key_mask ? x[3] : nullptr);
+    const detail::FlashMaskRows<T> mask(d, m_mask, m_mask.key_mask ? x[3] : nullptr);
     // Work items: (batch index, tile of queries), independent of each other, split over threads.
     const std::size_t tiles = (d.t_q + flash_tile_q - 1) / flash_tile_q;
-    const T alpha = static_cast<T>(m_scale);
+    const T alpha = static_cast<T>(m_scale), cap = static_cast<T>(m_softcap);
+    const T inv_cap = m_softcap > 0 ? static_cast<T>(1.0 / m_softcap) : T(0);
     const std::size_t chunks = std::min(detail::parallel_threads(), d.batch * tiles);
     T* buffer = detail::thread_scratch<T, 0>(chunks * ForwardScratch<T>::size(d));
     std::vector<ForwardScratch<T>> scratches;
@@ -224,7 +245,7 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
       for (std::size_t item = begin; item < end; ++item) {
         const std::size_t b = item / tiles, i0 = item % tiles * flash_tile_q;
         flash_forward(x[0]->data() + b * d.t_q * d.d_k, x[1]->data() + b * d.t_k * d.d_k,
-                      x[2]->data() + b * d.t_k * d.d_v, out + b * d.t_q * d.d_v, lse + b * d.t_q, d, alpha, b, i0,
+                      x[2]->data() + b * d.t_k * d.d_v, out + b * d.t_q * d.d_v, lse + b * d.t_q, d, alpha, cap, inv_cap, b, i0,
                       std::min(flash_tile_q, d.t_q - i0), mask, scratch);
       }
     });
@@ -241,9 +262,9 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
       grad_outs[k] = zeros_like(a.ys[k]);
       g.set_grad_of(grad_outs[k].slot(), a.ys[k].slot());  // the gradient of that output: none
     }
-    const FlashMask<T> mask{m_mask.causal, m_mask.key_mask ? a.x[3] : Var<T>()};
-    const FlashGrads<T> grads =
-        flash_attention_vjp(a.x[0], a.x[1], a.x[2], a.ys[0], a.ys[1], grad_outs[0], grad_outs[1], m_scale, mask);
+    const FlashMask<T> mask{m_mask.causal, m_mask.key_mask ? a.x[3] : Var<T>(), m_mask.window};
+    const FlashGrads<T> grads = flash_attention_vjp(a.x[0], a.x[1], a.x[2], a.ys[0], a.ys[1], grad_outs[0], grad_outs[1],
+                                                    m_scale, mask, m_softcap);
     std::vector<Var<T>> result = {grads.grad_q, grads.grad_k, grads.grad_v};
     for (std::size_t i = 0; i < 3; ++i) {
       if (!a.wanted[i]) result[i] = Var<T>();
@@ -255,19 +276,20 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
  private:
   double m_scale;
   detail::FlashMaskAttrs m_mask;
+  double m_softcap;  // 0: none
 };
 
 }  // namespace
 
 template <class T>
 FlashOutputs<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& v, double scale,
-                                const FlashMask<T>& mask) {
+                                const FlashMask<T>& mask, double softcap) {
   std::vector<Var<T>> x = {q, k, v};
   if (mask.key_mask.valid()) {
     detail::check_one_graph<T>("flash_attention", {{"q", &q}, {"the key mask", &mask.key_mask}});
     x.push_back(mask.key_mask);
   }
-  const auto op = std::make_shared<FlashAttentionOp>(scale, detail::FlashMaskAttrs::of(mask));
+  const auto op = std::make_shared<FlashAttentionOp>(scale, detail::FlashMaskAttrs::of(mask), softcap);
   const std::vector<Var<T>> outs = q.graph().apply_outputs(op, x);
   return {outs[0], outs[1]};
 }
@@ -278,13 +300,15 @@ std::optional<detail::FlashAttentionAttrs> detail::flash_attention_attrs(const O
 }
 
 std::shared_ptr<const Op> make_flash_attention_op(const JsonCursor& attrs) {
-  attrs.check_object({key_scale}, {detail::flash_key_causal, detail::flash_key_key_mask});
-  return std::make_shared<FlashAttentionOp>(attrs[key_scale].number(), detail::FlashMaskAttrs::read(attrs));
+  attrs.check_object({key_scale}, {detail::flash_key_causal, detail::flash_key_key_mask, detail::flash_key_window,
+                                   detail::flash_key_softcap});
+  return std::make_shared<FlashAttentionOp>(attrs[key_scale].number(), detail::FlashMaskAttrs::read(attrs),
+                                            detail::read_softcap(attrs));
 }
 
 #define XGRAD_INSTANTIATE_FLASH(T)                                                                         \
   template FlashOutputs<T> flash_attention(const Var<T>&, const Var<T>&, const Var<T>&, double, \
-                                           const FlashMask<T>&);
+                                           const FlashMask<T>&, double);
 XGRAD_INSTANTIATE_FLASH(float)
 XGRAD_INSTANTIATE_FLASH(double)
 #undef XGRAD_INSTANTIATE_FLASH

@@ -1,19 +1,24 @@
 // forward: [grad_q, grad_k, grad_v], the VJP of flash_attention, three outputs. With g = grad_out
 //          and h = grad_lse: D = rowsum(g * out) - h, then for each tile of keys j and of queries i
 //          that the masks leave (ops/flash_mask.hpp; M_ij = -inf where they forbid, so P_ij = 0)
-//            P = exp(a Q_i K_j^T + M_ij - lse_i)    the weights, recomputed (0 where lse_i = -inf)
-//            grad_V_j += P^T g_i;  dP = g_i V_j^T;  dS = P * (dP - D_i)
+//            P = exp(c(a Q_i K_j^T) + M_ij - lse_i)    the weights, recomputed (0 where lse_i = -inf)
+//            grad_V_j += P^T g_i;  dP = g_i V_j^T;  dS = P * (dP - D_i) * c'(a Q_i K_j^T)
 //            grad_Q_i += a dS K_j;  grad_K_j += a dS^T Q_i
+//          with the soft-cap c(s) = C tanh(s / C), c'(s) = 1 - tanh^2(s / C) (c(s) = s, c' = 1
+//          without one)
 //          (rowsum(dP * P) = rowsum(g * out), a T_q x d_v pass, not T_q x T_k; and the gradient of
 //          lse w.r.t. the scores is P, hence the - h).
 // VJP:     the composed graph's: flash_attention built from scale, matmul, apply_mask, softmax,
-//          log_softmax, add, slice and reshape nodes, its VJP taken by the ordinary backward pass
+//          log_softmax, add, slice and reshape nodes (and the soft-cap as scale, tanh, scale), its
+//          VJP taken by the ordinary backward pass
 //          (each op's own rule) for the seeds grad_out and grad_lse, and differentiated again for
 //          the gradients of this node's three outputs. out and lse get no contribution: the
 //          composition recomputes them from q, k and v; nor does the key mask (zeros where
 //          wanted). An input that is also another (k = q) gets its whole gradient once. The
-//          causal mask is a (T_q, T_k) constant there: second order holds T_q x T_k arrays.
-// saves:   nothing beyond its inputs. Scratch: two tiles of weights (P and dS) per thread and,
+//          causal mask (with its window) is a (T_q, T_k) constant there: second order holds
+//          T_q x T_k arrays.
+// saves:   nothing beyond its inputs. Scratch: two tiles of weights (P and dS) per thread (and
+//          one of c' with a soft-cap) and,
 //          when threads split the key tiles of one batch index, a T_q x d_k grad_q for each
 //          thread but the first; kept by the calling thread for the next call.
 #include <xgrad/ops/flash_attention.hpp>
@@ -50,22 +55,27 @@ using detail::flash_tile_k;
 
 // Key rows [j0, j0 + tile) of batch index b: adds those rows' share to gq (t_q, d_k) and writes
 // rows [j0, j0 + tile) of gk (t_k, d_k) and gv (t_k, d_v), which start at 0. g (grad_out) is
-// (t_q, d_v), lse (t_q); row_d holds D for each query row. p and ds: scratch of two tiles. A
-// tile of queries meets only the keys below its mask.key_end (the rest have weights 0), as in
+// (t_q, d_v), lse (t_q); row_d holds D for each query row. p, ds and dc: scratch of three
+// tiles (dc, for c', only with a soft-cap: cap > 0, inv_cap its inverse rounded to T). A tile of
+// queries meets only the keys in [mask.key_begin, mask.key_end) (the rest have weights 0), as in
 // the forward: the same rectangles of weights.
 template <class T>
 void flash_backward(const T* q, const T* k, const T* v, const T* lse_rows, const T* g, const T* row_d, T* gq, T* gk,
-                    T* gv, const detail::AttentionDims& d, T alpha, std::size_t b, std::size_t j0, std::size_t tile,
-                    const detail::FlashMaskRows<T>& mask, T* p, T* ds) {
+                    T* gv, const detail::AttentionDims& d, T alpha, T cap, T inv_cap, std::size_t b,
+                    std::size_t tile_begin, std::size_t tile, const detail::FlashMaskRows<T>& mask, T* p, T* ds,
+                    T* dc) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const std::size_t dk = d.d_k, dv = d.d_v;
   for (std::size_t i0 = 0; i0 < d.t_q; i0 += flash_tile_q) {
-    const std::size_t bq = std::min(flash_tile_q, d.t_q - i0), key_end = mask.key_end(b, i0, bq);
+    const std::size_t bq = std::min(flash_tile_q, d.t_q - i0);
+    // The keys of this tile that the query tile may attend: [j0, j0 + bk).
+    const std::size_t j0 = std::max(tile_begin, mask.key_begin(i0)), key_end = std::min(tile_begin + tile, mask.key_end(b, i0, bq));
     if (key_end <= j0) continue;
-    const std::size_t bk = std::min(tile, key_end - j0);
+    const std::size_t bk = key_end - j0;
     detail::gemm(false, true, bq, bk, dk, alpha, q + i0 * dk, dk, k + j0 * dk, dk, T(0), p, bk);
     detail::parallel_rows(bq, bk, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
+        if (cap > 0) detail::soft_cap(p + r * bk, bk, cap, inv_cap, dc + r * bk);
         const T lse = lse_rows[i0 + r];
         if (lse == minus_inf) {  // a row with every score -inf (every key masked) has weights 0
           std::fill(p + r * bk, p + (r + 1) * bk, T(0));
@@ -80,6 +90,9 @@ void flash_backward(const T* q, const T* k, const T* v, const T* lse_rows, const
     detail::parallel_rows(bq, bk, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
         detail::row_softmax_vjp(p + r * bk, ds + r * bk, row_d[i0 + r], ds + r * bk, bk, 1);
+        if (cap > 0) {
+          for (std::size_t j = 0; j < bk; ++j) ds[r * bk + j] *= dc[r * bk + j];  // through the cap
+        }
       }
     });
     detail::gemm(false, false, bq, dk, bk, alpha, ds, bk, k + j0 * dk, dk, T(1), gq + i0 * dk, dk);
@@ -89,12 +102,13 @@ void flash_backward(const T* q, const T* k, const T* v, const T* lse_rows, const
 
 class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
  public:
-  FlashAttentionVjpOp(double scale, detail::FlashMaskAttrs mask) : m_scale(scale), m_mask(mask) {}
+  FlashAttentionVjpOp(double scale, detail::FlashMaskAttrs mask, double softcap)
+      : m_scale(scale), m_mask(mask), m_softcap(softcap) {}
 
   std::string name() const override { return "flash_attention_vjp"; }
-  // ONNX: the formulas of run_forward on whole arrays, p = exp(scale q k^T + M - lse) (M by
-  // onnx_flash_mask; 0 on rows whose lse is -inf, as here), grad_v = p^T g,
-  // ds = p (g v^T - D), D = rowsum(g out) - grad_lse,
+  // ONNX: the formulas of run_forward on whole arrays, p = exp(c(scale q k^T) + M - lse) (c by
+  // onnx_soft_cap, M by onnx_flash_mask; 0 on rows whose lse is -inf, as here), grad_v = p^T g,
+  // ds = p (g v^T - D) c', D = rowsum(g out) - grad_lse,
   // grad_q = scale ds k, grad_k = scale ds^T q. The T_q x T_k weights exist then: the memory
   // bound of the fused node is lost.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
@@ -112,27 +126,32 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     scores.back() = n.input_shapes[1][rank - 2];
     const auto alpha = [&](const Shape& shape) { return e.factor(m_scale, shape); };
     const std::string lse_col = column(lse);
-    const std::string s = detail::onnx_flash_mask(e, n, 7, m_mask, mul(matmul(q, t(k)), alpha(scores)));
+    const detail::OnnxSoftCap capped = detail::onnx_soft_cap(e, mul(matmul(q, t(k)), alpha(scores)), scores, m_softcap, true);
+    const std::string s = detail::onnx_flash_mask(e, n, 7, m_mask, capped.s);
     // Max(lse, lowest): a row whose lse is -inf has weights exp(-inf) = 0, not exp(NaN).
     const std::string p = e.op("Exp", {e.op("Sub", {s, e.op("Max", {lse_col, e.lowest()})})});
     const std::string row_d = e.op("Sub", {e.op("ReduceSum", {mul(g, out), e.int64s({last})}, {{"keepdims", std::int64_t{1}}}),
                                            column(grad_lse)});
-    const std::string ds = mul(p, e.op("Sub", {matmul(g, t(v)), row_d}));
+    std::string ds = mul(p, e.op("Sub", {matmul(g, t(v)), row_d}));
+    if (!capped.derivative.empty()) ds = mul(ds, capped.derivative);
     return {mul(matmul(ds, k), alpha(n.input_shapes[0])), mul(matmul(t(ds), q), alpha(n.input_shapes[1])), matmul(t(p), g)};
   }
   std::size_t arity() const override { return m_mask.key_mask ? 8 : 7; }
   Json attrs() const override {
     Json attrs = {{key_scale, m_scale}};
     m_mask.write(attrs);
+    if (m_softcap > 0) attrs[detail::flash_key_softcap] = m_softcap;
     return attrs;
   }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::vjp, m_mask);
+    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::vjp, m_mask, m_softcap > 0);
   }
 
   // x: q, k, v, out, lse, grad_out, grad_lse[, key mask].
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
     detail::check_attention_scale(m_scale);
+    detail::check_attention_softcap(m_softcap);
+    m_mask.check();
     const detail::AttentionDims d = detail::attention_dims(x[0], x[1], x[2]);
     if (m_mask.key_mask) detail::check_key_mask(x[7], x[0], x[1], d);
     const Shape out = d.out_shape(), lse = d.lse_shape();
@@ -148,7 +167,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
   template <class T>
   void run_forward(const Args<T>& x, const Outs<T>& y) const {
     const detail::AttentionDims d = detail::attention_dims(shape_of(*x[0]), shape_of(*x[1]), shape_of(*x[2]));
-    const detail::FlashMaskRows<T> mask(d, m_mask.causal, m_mask.key_mask ? x[7] : nullptr);
+    const detail::FlashMaskRows<T> mask(d, m_mask, m_mask.key_mask ? x[7] : nullptr);
     const T* q = x[0]->data();
     const T* k = x[1]->data();
     const T* v = x[2]->data();
@@ -166,8 +185,9 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const std::size_t chunks = std::min(threads, by_batch ? d.batch : tiles);
     const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
     const std::size_t q_size = d.t_q * d.d_k, k_size = d.t_k * d.d_k, v_size = d.t_k * d.d_v;
-    const std::size_t tile_size = 2 * bq * bk, parts = by_batch || chunks == 0 ? 0 : chunks - 1;
-    // The scratch: D for each query row, two tiles per thread, and the grad_q parts.
+    const std::size_t tile_size = (m_softcap > 0 ? 3 : 2) * bq * bk, parts = by_batch || chunks == 0 ? 0 : chunks - 1;
+    // The scratch: D for each query row, two tiles per thread (three with a soft-cap), and the
+    // grad_q parts.
     T* row_d = detail::thread_scratch<T, 1>(d.batch * d.t_q + chunks * tile_size + parts * q_size);
     T* tiles_scratch = row_d + d.batch * d.t_q;
     T* grad_q_parts = tiles_scratch + chunks * tile_size;
@@ -179,15 +199,16 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     T* grad_q = y[0]->data();
     T* grad_k = y[1]->data();
     T* grad_v = y[2]->data();
-    const T alpha = static_cast<T>(m_scale);
+    const T alpha = static_cast<T>(m_scale), cap = static_cast<T>(m_softcap);
+    const T inv_cap = m_softcap > 0 ? static_cast<T>(1.0 / m_softcap) : T(0);
     // Key tiles [first, last) of batch index b, grad_q summed into gq, on chunk's scratch.
     const auto run = [&](std::size_t b, std::size_t first, std::size_t last, T* gq, std::size_t chunk) {
       T* p = tiles_scratch + chunk * tile_size;
       for (std::size_t t = first; t < last; ++t) {
         const std::size_t j0 = t * flash_tile_k;
         flash_backward(q + b * q_size, k + b * k_size, v + b * v_size, lse + b * d.t_q, g + b * d.t_q * d.d_v,
-                       row_d + b * d.t_q, gq, grad_k + b * k_size, grad_v + b * v_size, d, alpha, b, j0,
-                       std::min(flash_tile_k, d.t_k - j0), mask, p, p + bq * bk);
+                       row_d + b * d.t_q, gq, grad_k + b * k_size, grad_v + b * v_size, d, alpha, cap, inv_cap, b,
+                       j0, std::min(flash_tile_k, d.t_k - j0), mask, p, p + bq * bk, p + 2 * bq * bk);
       }
     };
     if (by_batch) {
@@ -216,15 +237,15 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const Var<T>& k = a.x[1];
     const Var<T>& v = a.x[2];
     // The rule gives out and lse no gradient and q, k, v the derivative through them: right
-    // only when they are the outputs of flash_attention(q, k, v) at this scale and mask.
+    // only when they are the outputs of flash_attention(q, k, v) at this scale, mask and soft-cap.
     const Node<T>& p = a.x[3].node();
     const std::optional<detail::FlashAttentionAttrs> of_p = p.is_leaf() ? std::nullopt : detail::flash_attention_attrs(*p.op);
     std::vector<Slot> inputs = {q.slot(), k.slot(), v.slot()};
     if (m_mask.key_mask) inputs.push_back(a.x[7].slot());
-    if (!of_p || of_p->scale != m_scale || !(of_p->mask == m_mask) || a.x[4].id() != a.x[3].id() ||
+    if (!of_p || of_p->scale != m_scale || !(of_p->mask == m_mask) || of_p->softcap != m_softcap || a.x[4].id() != a.x[3].id() ||
         a.x[3].output() != 0 || a.x[4].output() != 1 || p.inputs != inputs) {
       throw error("flash_attention_vjp (node " + std::to_string(a.y.id()) + "): its second-order rule needs out and "
-                  "lse to be the outputs of flash_attention of the same q, k, v, scale and mask; out is node " +
+                  "lse to be the outputs of flash_attention of the same q, k, v, scale, mask and soft-cap; out is node " +
                   std::to_string(a.x[3].id()) + " (" + p.op_name() + ")");
     }
     // flash_attention composed of ops, then its VJP for the seeds grad_out and grad_lse by the
@@ -235,7 +256,8 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const Var<T> q1 = scale(q, 1.0);
     const Var<T> k1 = scale(k, 1.0);
     const Var<T> v1 = scale(v, 1.0);
-    const Var<T> scores = matmul(scale(q1, m_scale), k1, false, true);
+    Var<T> scores = matmul(scale(q1, m_scale), k1, false, true);
+    if (m_softcap > 0) scores = scale(tanh(scale(scores, 1.0 / m_softcap)), m_softcap);  // C tanh(s / C)
     // The masks, as the composed attention: -inf before softmax. lse takes its own masked
     // scores, filled with the lowest finite value: its log_softmax's column 0 would be
     // -inf - (-inf) = NaN where key 0 is masked. The derivatives agree: exp(lowest - max) is 0,
@@ -248,7 +270,8 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     if (m_mask.key_mask) mask_with(a.x[7]);
     if (m_mask.causal) {
       const detail::AttentionDims d = detail::attention_dims(q.shape(), k.shape(), v.shape());
-      mask_with(q.graph().constant("causal_mask", detail::causal_values<T>(d)));  // (T_q, T_k)
+      const char* name = m_mask.window > 0 ? "sliding_window_mask" : "causal_mask";
+      mask_with(q.graph().constant(name, detail::causal_values<T>(d, m_mask.window)));  // (T_q, T_k)
     }
     const Var<T> out = matmul(softmax(logits, -1), v1);
     const Var<T> lse_column = slice(add(finite, scale(log_softmax(finite, -1), -1.0)), -1, 0, 1);  // s - log softmax(s)
@@ -279,6 +302,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
  private:
   double m_scale;
   detail::FlashMaskAttrs m_mask;
+  double m_softcap;  // 0: none
 };
 
 }  // namespace
@@ -286,26 +310,28 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
 template <class T>
 FlashGrads<T> flash_attention_vjp(const Var<T>& q, const Var<T>& k, const Var<T>& v, const Var<T>& out,
                                   const Var<T>& lse, const Var<T>& grad_out, const Var<T>& grad_lse, double scale,
-                                  const FlashMask<T>& mask) {
+                                  const FlashMask<T>& mask, double softcap) {
   std::vector<Var<T>> x = {q, k, v, out, lse, grad_out, grad_lse};
   if (mask.key_mask.valid()) {
     detail::check_one_graph<T>("flash_attention_vjp", {{"q", &q}, {"the key mask", &mask.key_mask}});
     x.push_back(mask.key_mask);
   }
-  const auto op = std::make_shared<FlashAttentionVjpOp>(scale, detail::FlashMaskAttrs::of(mask));
+  const auto op = std::make_shared<FlashAttentionVjpOp>(scale, detail::FlashMaskAttrs::of(mask), softcap);
   const std::vector<Var<T>> grads = q.graph().apply_outputs(op, x);
   return {grads[0], grads[1], grads[2]};
 }
 
 std::shared_ptr<const Op> make_flash_attention_vjp_op(const JsonCursor& attrs) {
-  attrs.check_object({key_scale}, {detail::flash_key_causal, detail::flash_key_key_mask});
-  return std::make_shared<FlashAttentionVjpOp>(attrs[key_scale].number(), detail::FlashMaskAttrs::read(attrs));
+  attrs.check_object({key_scale}, {detail::flash_key_causal, detail::flash_key_key_mask, detail::flash_key_window,
+                                   detail::flash_key_softcap});
+  return std::make_shared<FlashAttentionVjpOp>(attrs[key_scale].number(), detail::FlashMaskAttrs::read(attrs),
+                                               detail::read_softcap(attrs));
 }
 
 #define XGRAD_INSTANTIATE_FLASH_VJP(T)                                                                   \
   template FlashGrads<T> flash_attention_vjp(const Var<T>&, const Var<T>&, const Var<T>&, const Var<T>&, \
                                              const Var<T>&, const Var<T>&, const Var<T>&, double,         \
-                                             const FlashMask<T>&);
+                                             const FlashMask<T>&, double);
 XGRAD_INSTANTIATE_FLASH_VJP(float)
 XGRAD_INSTANTIATE_FLASH_VJP(double)
 #undef XGRAD_INSTANTIATE_FLASH_VJP

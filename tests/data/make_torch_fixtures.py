@@ -316,6 +316,43 @@ def rms_norm():
 
 
 @part
+def flash_attention_variants():
+    """The fused attention's variants, composed in PyTorch with autograd: scores s = scale q k^T,
+    capped to C tanh(s / C) (Gemma 2's soft-cap), -inf outside the mask M, out = softmax(.) v and
+    lse = logsumexp(.) per row; the gradients w.r.t. q, k, v of sum(u * out) + sum(h * lse).
+    "capped": C = 2 with saturated scores, no mask. "windowed": C = 3, M the causal sliding window
+    of 3 keys (key j for query i when i' - 3 < j <= i', i' = i + T_k - T_q, T_q = 5 < T_k = 7) and
+    a key-padding mask (2, 1, 1, 7) over 2 heads."""
+    g = torch.Generator().manual_seed(41)
+    for name, t_q, t_k, cap, std, windowed in (("capped", 6, 6, 2.0, 2.0, False), ("windowed", 5, 7, 3.0, 1.5, True)):
+        q0 = torch.randn(2, 2, t_q, 4, generator=g, dtype=torch.float64) * std
+        k0 = torch.randn(2, 2, t_k, 4, generator=g, dtype=torch.float64) * std
+        v0 = torch.randn(2, 2, t_k, 3, generator=g, dtype=torch.float64)
+        u = torch.randn(2, 2, t_q, 3, generator=g, dtype=torch.float64)
+        h = torch.randn(2, 2, t_q, generator=g, dtype=torch.float64)
+        scale = 0.5
+        q, k, v = (t.clone().requires_grad_(True) for t in (q0, k0, v0))
+        s = scale * q @ k.transpose(-1, -2)
+        s = cap * torch.tanh(s / cap)
+        if windowed:
+            i = torch.arange(t_q)[:, None] + (t_k - t_q)
+            j = torch.arange(t_k)[None, :]
+            allowed = (j <= i) & (j > i - 3)
+            pad = torch.ones(2, 1, 1, t_k, dtype=torch.bool)
+            pad[0, 0, 0, 4] = False  # a hole in sequence 0, and the last key of sequence 1
+            pad[1, 0, 0, 6] = False
+            save(f"flash_attention_variants_{name}_key_mask", pad.to(torch.float64))
+            s = s.masked_fill(~(allowed & pad), float("-inf"))
+        out = torch.softmax(s, -1) @ v
+        lse = torch.logsumexp(s, -1)
+        gq, gk, gv = torch.autograd.grad((out * u).sum() + (lse * h).sum(), (q, k, v))
+        for what, x in (("q", q0), ("k", k0), ("v", v0), ("u", u), ("h", h), ("out", out), ("lse", lse),
+                        ("grad_q", gq), ("grad_k", gk), ("grad_v", gv), ("scale", torch.tensor(scale)),
+                        ("softcap", torch.tensor(cap))):
+            save(f"flash_attention_variants_{name}_{what}", x)
+
+
+@part
 def matmul():
     """Broadcast batch axes: (2, 3, 4) @ (4, 5), (2, 2, 3, 4) @ (2, 4, 3), (3, 4) @ (2, 4, 5)
     and (2, 1, 3, 4) @ (3, 4, 2) with b transposed; gradients for u."""

@@ -327,6 +327,28 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(mask_leaf_round_trips_and_replays, T, test::dtypes
   }
 }
 
+// Issue 31: the fused attention's soft-cap (C Tanh(s / C) on the scores; its VJP multiplies by
+// 1 - Tanh^2) and causal sliding window (an And of two int64 range comparisons, no T_q x T_k
+// initializer) with a key mask leaf, out and lse, forward and backward; and the cap alone.
+BOOST_AUTO_TEST_CASE_TEMPLATE(flash_attention_soft_cap_and_window_run_elsewhere, T, test::dtypes) {
+  Graph<T> g;
+  const Var<T> q = g.input("q", random_array<T>({2, 2, 6, 4}, 31, 2));
+  const Var<T> k = g.input("k", random_array<T>({2, 2, 8, 4}, 32, 2));
+  const Var<T> v = g.input("v", random_array<T>({2, 2, 8, 3}, 33));
+  const Var<T> pad = g.mask("pad", key_padding_mask({8, 7}, 8));
+  const FlashOutputs<T> windowed = flash_attention(q, k, v, 0.5, FlashMask<T>{true, pad, 3}, 2.0);
+  const FlashOutputs<T> capped = flash_attention(q, k, v, 0.5, {}, 1.0);
+  const auto weighted = [&](const Var<T>& y, std::uint64_t seed) {
+    return sum(mul(y, g.constant("weights", random_array<T>(shape_of(y), seed))));
+  };
+  g.set_output("windowed", windowed.out);
+  g.set_output("windowed_lse", windowed.lse);
+  g.set_output("capped", capped.out);
+  name_all(g, "total", add(add(weighted(windowed.out, 34), weighted(windowed.lse, 35)), weighted(capped.out, 36)), {q, k, v});
+  write_case("flash_softcap_window", g);
+  round_trip(g, "flash_attention with a soft-cap and a window");
+}
+
 // cross_entropy of class labels with every option, and each reduction (ONNX Runtime runs it:
 // GatherElements, ScatterElements and Where on the int64 labels input). The importer reads
 // neither GatherElements nor ScatterElements, so no round trip.

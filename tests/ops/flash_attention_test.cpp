@@ -350,8 +350,8 @@ BOOST_AUTO_TEST_CASE(second_order_needs_out_and_lse_of_the_same_inputs) {
   const auto other_lse = g.input("other_lse", random_array<double>({2}, 47));
   const auto y = xgrad::flash_attention_vjp(q, k, v, other, other_lse, other, other_lse, 1.0);
   check_error([&] { grad(y.grad_q, {q}); }, {"flash_attention_vjp (node 5): its second-order rule needs out and "
-                                             "lse to be the outputs of flash_attention of the same q, k, v, scale and "
-                                             "mask; out is node 3 (input)"});
+                                             "lse to be the outputs of flash_attention of the same q, k, v, scale, mask "
+                                             "and soft-cap; out is node 3 (input)"});
   const auto at_another_scale = xgrad::flash_attention(q, k, v, 0.5);
   const auto& [out, lse] = at_another_scale;
   check_error([&] { grad(xgrad::flash_attention_vjp(q, k, v, out, lse, out, lse, 1.0).grad_k, {q}); },
@@ -881,7 +881,7 @@ BOOST_AUTO_TEST_CASE(rejects_bad_key_masks) {
   const auto pad = g.mask("pad", xt::ones<bool>({2, 1, 5}));
   const auto y = xgrad::flash_attention_vjp(q, k, v, f.out, f.lse, f.out, f.lse, 1.0, FlashMask<double>{true, pad});
   check_error([&] { grad(y.grad_q, {q}); }, {"needs out and lse to be the outputs of flash_attention of the same q, k, v, "
-                                             "scale and mask; out is node " + std::to_string(f.out.id()) + " (flash_attention)"});
+                                             "scale, mask and soft-cap; out is node " + std::to_string(f.out.id()) + " (flash_attention)"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

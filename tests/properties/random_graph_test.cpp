@@ -260,20 +260,36 @@ Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t afte
 }
 
 // Attention per batch index, in plain loops: out and lse (flash_attention) and, given grad_out
-// and grad_lse, the gradients w.r.t. q, k and v (flash_attention_vjp).
+// and grad_lse, the gradients w.r.t. q, k and v (flash_attention_vjp); with a soft-cap C > 0
+// (scores C tanh(s / C)) and a causal window of W > 0 keys (i' - W < j <= i', i' = i + T_k - T_q;
+// drawn only where every row keeps a key, T_q <= T_k).
 struct RefAttention {
   std::size_t batch, t_q, t_k, d_k, d_v;
-  RefAttention(const Ref& q, const Ref& k, const Ref& v)
+  double cap;
+  std::size_t window;
+  RefAttention(const Ref& q, const Ref& k, const Ref& v, double softcap, std::size_t w)
       : batch(shape_size(Shape(q.shape.begin(), q.shape.end() - 2))), t_q(q.shape[q.shape.size() - 2]),
-        t_k(k.shape[k.shape.size() - 2]), d_k(q.shape.back()), d_v(v.shape.back()) {}
-  // The weights of batch index b, row i.
-  std::vector<double> weights(const Ref& q, const Ref& k, double alpha, std::size_t b, std::size_t i, double* lse) const {
+        t_k(k.shape[k.shape.size() - 2]), d_k(q.shape.back()), d_v(v.shape.back()), cap(softcap), window(w) {}
+  bool allowed(std::size_t i, std::size_t j) const {
+    const double last = static_cast<double>(i + t_k) - static_cast<double>(t_q);  // i'
+    return window == 0 || (static_cast<double>(j) <= last && static_cast<double>(j) > last - static_cast<double>(window));
+  }
+  // The weights of batch index b, row i; with `derivative`, the cap's 1 - tanh^2 of each score.
+  std::vector<double> weights(const Ref& q, const Ref& k, double alpha, std::size_t b, std::size_t i, double* lse,
+                              std::vector<double>* derivative = nullptr) const {
     std::vector<double> w(t_k);
+    if (derivative) derivative->assign(t_k, 1.0);
     double max = -INFINITY, sum = 0;
     for (std::size_t j = 0; j < t_k; ++j) {
       double s = 0;
       for (std::size_t l = 0; l < d_k; ++l) s += q.data[(b * t_q + i) * d_k + l] * k.data[(b * t_k + j) * d_k + l];
       w[j] = alpha * s;
+      if (cap > 0) {
+        const double t = std::tanh(w[j] / cap);
+        w[j] = cap * t;
+        if (derivative) (*derivative)[j] = 1 - t * t;
+      }
+      if (!allowed(i, j)) w[j] = -INFINITY;
       max = std::max(max, w[j]);
     }
     for (auto& x : w) sum += (x = std::exp(x - max));
@@ -283,8 +299,8 @@ struct RefAttention {
   }
 };
 
-std::vector<Ref> ref_flash_attention(const Ref& q, const Ref& k, const Ref& v, double alpha) {
-  const RefAttention a(q, k, v);
+std::vector<Ref> ref_flash_attention(const Ref& q, const Ref& k, const Ref& v, double alpha, double cap, std::size_t window) {
+  const RefAttention a(q, k, v, cap, window);
   Ref out{Shape(q.shape.begin(), q.shape.end() - 1), {}}, lse{Shape(q.shape.begin(), q.shape.end() - 1), {}};
   out.shape.push_back(a.d_v);
   for (std::size_t b = 0; b < a.batch; ++b) {
@@ -303,8 +319,8 @@ std::vector<Ref> ref_flash_attention(const Ref& q, const Ref& k, const Ref& v, d
 }
 
 std::vector<Ref> ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& v, const Ref& grad_out,
-                                         const Ref& grad_lse, double alpha) {
-  const RefAttention a(q, k, v);
+                                         const Ref& grad_lse, double alpha, double cap, std::size_t window) {
+  const RefAttention a(q, k, v, cap, window);
   const std::size_t nq = a.t_q * a.d_k, nk = a.t_k * a.d_k, nv = a.t_k * a.d_v;
   Ref rq{q.shape, std::vector<double>(a.batch * nq, 0.0)}, rk{k.shape, std::vector<double>(a.batch * nk, 0.0)},
       rv{v.shape, std::vector<double>(a.batch * nv, 0.0)};
@@ -314,7 +330,8 @@ std::vector<Ref> ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& 
     double* gv = &rv.data[b * nv];
     for (std::size_t i = 0; i < a.t_q; ++i) {
       double lse = 0;
-      const auto w = a.weights(q, k, alpha, b, i, &lse);
+      std::vector<double> capped;  // d c(s) / d s
+      const auto w = a.weights(q, k, alpha, b, i, &lse, &capped);
       const double* g = &grad_out.data[(b * a.t_q + i) * a.d_v];
       const double g_lse = grad_lse.data[b * a.t_q + i];
       std::vector<double> dw(a.t_k);
@@ -327,7 +344,7 @@ std::vector<Ref> ref_flash_attention_vjp(const Ref& q, const Ref& k, const Ref& 
         dot += dw[j] * w[j];
       }
       for (std::size_t j = 0; j < a.t_k; ++j) {
-        const double ds = alpha * w[j] * (dw[j] - dot + g_lse);
+        const double ds = alpha * w[j] * (dw[j] - dot + g_lse) * capped[j];
         for (std::size_t l = 0; l < a.d_k; ++l) {
           gq[i * a.d_k + l] += ds * k.data[(b * a.t_k + j) * a.d_k + l];
           gk[j * a.d_k + l] += ds * q.data[(b * a.t_q + i) * a.d_k + l];
@@ -645,9 +662,12 @@ class RandomGraph {
         return add_ref(pad(x, axis, before, after), ref_pad(rx, a, before, after));
       }
       case 14:
-      case 15: {  // flash_attention with x as q, and with 15 its VJP for a random grad_out and grad_lse
+      case 15: {  // flash_attention with x as q, and with 15 its VJP for a random grad_out and grad_lse;
+                  // a third of them with a soft-cap, a third with a causal window (T_k >= T_q)
         const Shape lead(s.begin(), s.end() - 2);
-        const std::size_t t_k = pick(1, 3);
+        const double cap = pick(0, 2) == 0 ? std::uniform_real_distribution<double>(0.3, 3)(m_rng) : 0.0;
+        const std::size_t window = pick(0, 2) == 0 ? pick(1, 3) : 0;
+        const std::size_t t_k = window > 0 ? std::max<std::size_t>(1, s[r - 2] + pick(0, 2)) : pick(1, 3);
         Shape ks = lead, vs = lead;
         ks.insert(ks.end(), {t_k, s[r - 1]});
         vs.insert(vs.end(), {t_k, pick(1, 3)});
@@ -655,14 +675,16 @@ class RandomGraph {
         const Var<double> v = node_or_leaf_like(vs);
         const Ref rk = ref(k), rv = ref(v);
         const double alpha = std::uniform_real_distribution<double>(0.2, 1.5)(m_rng);
-        const FlashOutputs<double> f = flash_attention(x, k, v, alpha);
-        add_refs({f.out, f.lse}, ref_flash_attention(rx, rk, rv, alpha));
+        const FlashMask<double> mask{window > 0, {}, window};
+        const FlashOutputs<double> f = flash_attention(x, k, v, alpha, mask, cap);
+        add_refs({f.out, f.lse}, ref_flash_attention(rx, rk, rv, alpha, cap, window));
         if (op == 14) return;
         const Var<double> go = node_or_leaf_like(f.out.shape());
         const Var<double> gl = node_or_leaf_like(f.lse.shape());
         const Ref rg = ref(go), rl = ref(gl);
-        const FlashGrads<double> grads = flash_attention_vjp(x, k, v, f.out, f.lse, go, gl, alpha);
-        return add_refs({grads.grad_q, grads.grad_k, grads.grad_v}, ref_flash_attention_vjp(rx, rk, rv, rg, rl, alpha));
+        const FlashGrads<double> grads = flash_attention_vjp(x, k, v, f.out, f.lse, go, gl, alpha, mask, cap);
+        return add_refs({grads.grad_q, grads.grad_k, grads.grad_v},
+                        ref_flash_attention_vjp(rx, rk, rv, rg, rl, alpha, cap, window));
       }
       case 17:
       case 18: {  // embedding with x as the table if it is a matrix (else a new one), and with 18 its VJP
