@@ -46,6 +46,7 @@
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
+#include <xgrad/ops/split.hpp>
 #include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
 #include <xgrad/ops/take_label.hpp>

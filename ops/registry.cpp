@@ -22,6 +22,7 @@
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
+#include <xgrad/ops/split.hpp>
 #include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
 #include <xgrad/ops/take_label.hpp>
@@ -62,6 +63,7 @@ const Entry registry[] = {
     {"slice", make_slice_op},
     {"softmax", make_softmax_op},
     {"softmax_vjp", make_softmax_vjp_op},
+    {"split", make_split_op},
     {"sum", make_sum_op},
     {"sum_to", make_sum_to_op},
     {"take_label", make_take_label_op},

@@ -353,6 +353,36 @@ def flash_attention_variants():
 
 
 @part
+def split():
+    """torch.split of x (2, 7, 3) along dim 1 into sizes (2, 0, 4, 1) with only outputs 0 and 2 used
+    (upstreams u0, u2: the other outputs get no gradient), and torch.chunk of x along dim -1 into 2
+    with only the last part used (upstream v); the gradients w.r.t. x. And torch.chunk's sizes for
+    lengths 0 to 12 and n 1 to 7: rows (length, n, sizes..., -1 after the last), as float64."""
+    g = torch.Generator().manual_seed(29)
+    x0 = torch.randn(2, 7, 3, generator=g, dtype=torch.float64)
+    u0 = torch.randn(2, 2, 3, generator=g, dtype=torch.float64)
+    u2 = torch.randn(2, 4, 3, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 7, 1, generator=g, dtype=torch.float64)
+    x = x0.clone().requires_grad_(True)
+    ys = torch.split(x, [2, 0, 4, 1], dim=1)
+    (gx,) = torch.autograd.grad((ys[0], ys[2]), x, (u0, u2))
+    for name, t in (("x", x0), ("u0", u0), ("u2", u2), ("v", v), ("y0", ys[0]), ("y2", ys[2]), ("y3", ys[3]),
+                    ("grad_x", gx)):
+        save("split_" + name, t)
+    x = x0.clone().requires_grad_(True)
+    parts = torch.chunk(x, 2, dim=-1)  # sizes 2, 1
+    (gx,) = torch.autograd.grad(parts[-1], x, v)
+    save("split_chunk_last", parts[-1])
+    save("split_chunk_grad_x", gx)
+    rows = []
+    for length in range(13):
+        for n in range(1, 8):
+            sizes = [c.shape[0] for c in torch.chunk(torch.zeros(length), n)]
+            rows.append([length, n] + sizes + [-1] * (7 - len(sizes)))
+    save("split_chunk_sizes", np.array(rows, dtype=np.float64))  # the reader takes floats
+
+
+@part
 def matmul():
     """Broadcast batch axes: (2, 3, 4) @ (4, 5), (2, 2, 3, 4) @ (2, 4, 3), (3, 4) @ (2, 4, 5)
     and (2, 1, 3, 4) @ (3, 4, 2) with b transposed; gradients for u."""

@@ -530,8 +530,8 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-28 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 29, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-29 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 30, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
@@ -846,6 +846,31 @@ class RandomGraph {
         }
         const RmsNormGrads<double> f = rms_norm_vjp(x, gamma, rstd, g);
         return add_refs({f.grad_x, f.grad_gamma}, {gx, gg});
+      }
+      case 29: {  // split: 1-3 blocks of one axis, none empty (an empty one would leave softmax no row), or chunk
+        const std::size_t a = pick(0, r - 1), len = s[a];
+        const long axis = static_cast<long>(a) - (pick(0, 1) ? static_cast<long>(r) : 0);
+        std::vector<std::size_t> sizes;
+        if (pick(0, 1)) {
+          sizes = chunk_sizes(len, pick(1, 3));
+        } else {  // cut at 0-2 distinct points of 1 .. len - 1
+          std::set<std::size_t> cuts;
+          const std::size_t count = std::min<std::size_t>(pick(0, 2), len - 1);
+          while (cuts.size() < count) cuts.insert(pick(1, len - 1));
+          std::size_t at = 0;
+          for (std::size_t c : cuts) {
+            sizes.push_back(c - at);
+            at = c;
+          }
+          sizes.push_back(len - at);
+        }
+        std::vector<Ref> refs;
+        std::size_t begin = 0;
+        for (std::size_t n : sizes) {
+          refs.push_back(ref_slice(rx, a, begin, begin + n));
+          begin += n;
+        }
+        return add_refs(split(x, sizes, axis), refs);
       }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;
