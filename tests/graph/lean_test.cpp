@@ -94,8 +94,9 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
   std::vector<Var<double>> nodes = {w, softmax(a, 0), softmax_vjp(w, b), softmax_vjp(w, b, 0), scale(a, 0.3),
                                     softmax_vjp(w, w), dropout(a, 0.3, 7), gelu(a), gelu(a, GeluApprox::tanh),
                                     gelu_vjp(a, b), gelu_vjp(a, b, GeluApprox::tanh), gelu_vjp(a, a),
-                                    reshape(a, {700, 300}), apply_mask(a, row, -1.0), apply_mask(a, b, 0.0)};
-  std::size_t rows = 0, expected = 21;  // the checks of these nodes, one for each input of a's shape
+                                    reshape(a, {700, 300}), apply_mask(a, row, -1.0), apply_mask(a, b, 0.0),
+                                    where(b, a, row), where(row, a, b), where(a, b, a), pow(a, 3.0), pow(a, 2.0)};
+  std::size_t rows = 0, expected = 30;  // the checks of these nodes, one for each input of a's shape
   // Every row of ops/elementwise.def: a unary op on a (1 check); a binary one on a and b (2), on
   // a row broadcast either side (1 and 1), and on a twice (2).
 #define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX) \
@@ -124,7 +125,7 @@ BOOST_AUTO_TEST_CASE(ops_that_overwrite_inputs_give_the_same_bits) {
     }
   }
   BOOST_TEST(checked == expected);
-  BOOST_TEST(ops.size() == 8 + rows);
+  BOOST_TEST(ops.size() == 10 + rows);
 }
 
 BOOST_AUTO_TEST_CASE(kept_nodes_and_new_nodes) {
