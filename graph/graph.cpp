@@ -516,13 +516,19 @@ void Graph<T>::replay_lean() {
     if (!kept[id]) {
       // Each output's buffer: for an op with one output, an input of as many elements read for
       // the last time here if the op may write over it (run_node gives it the output's shape,
-      // keeping its elements); else a spare buffer of the same size; else a new one.
+      // keeping its elements); else a spare buffer of the same size; else a new one. Not an
+      // output of a node another output of which this node also reads: taking it releases that
+      // node, the other output's buffer with it (gelu_vjp(mean, y) of a layer_norm read freed
+      // memory so).
       std::optional<std::size_t> over;
       for (std::size_t j = 0; j < n.inputs.size() && !over && shapes.size() == 1; ++j) {
         const Slot in = n.inputs[j];
         const Node<T>& x = m_nodes[in.node];
+        const bool reads_another_output = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const Slot& s) {
+          return s.node == in.node && s.output != in.output;
+        });
         if (!kept[in.node] && plan.last_read[in.node] == id && !x.is_leaf() && n.op->overwrites_input(j) &&
-            x.outputs[in.output].value.size() == shape_size(shapes[0])) {
+            !reads_another_output && x.outputs[in.output].value.size() == shape_size(shapes[0])) {
           over = j;
         }
       }

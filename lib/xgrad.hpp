@@ -39,6 +39,7 @@
 #include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/pad.hpp>
 #include <xgrad/ops/permute.hpp>
+#include <xgrad/ops/pow.hpp>
 #include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/rms_norm.hpp>
@@ -51,3 +52,4 @@
 #include <xgrad/ops/sum_to.hpp>
 #include <xgrad/ops/take_label.hpp>
 #include <xgrad/ops/transpose.hpp>
+#include <xgrad/ops/where.hpp>

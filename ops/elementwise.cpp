@@ -34,6 +34,16 @@ std::string onnx_erf(OnnxEmitter& e, const std::string& x) {
   return e.op("Mul", {e.op("Mul", {scaled, e.op("Exp", {e.op("Neg", {y})})}), p});
 }
 
+std::string onnx_logic(OnnxEmitter& e, const std::string& op, const std::vector<std::string>& inputs) {
+  const std::int64_t to = e.float32() ? 1 : 11;  // ONNX's FLOAT, DOUBLE
+  return e.op("Cast", {e.op(op, inputs)}, {{"to", to}});
+}
+
+std::string onnx_bool(OnnxEmitter& e, const OnnxNode& n, std::size_t i) {
+  if (!n.bool_input(i).empty()) return n.bool_input(i);   // a mask leaf's bool input
+  return e.op("Cast", {n.inputs[i]}, {{"to", std::int64_t{9}}});  // 9: BOOL, true where nonzero
+}
+
 std::string onnx_product(OnnxEmitter& e, const OnnxNode& n, const std::string& op) {
   std::vector<std::string> in = n.inputs;
   for (std::size_t i = 0; i < 2 && !e.float32(); ++i) {
@@ -77,7 +87,7 @@ class UnaryOp final : public OpFor<UnaryOp<Rule>> {
   }
 
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    return {Rule::onnx(e, n.inputs[0])};
+    return {Rule::onnx(e, n, n.inputs[0])};
   }
 };
 
@@ -130,7 +140,10 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
                       [[maybe_unused]] const Var<T>& g) {                                 \
       return VJP;                                                                         \
     }                                                                                     \
-    static std::string onnx(OnnxEmitter& e, const std::string& x) { return ONNX; }        \
+    static std::string onnx(OnnxEmitter& e, [[maybe_unused]] const OnnxNode& n,           \
+                            [[maybe_unused]] const std::string& x) {                      \
+      return ONNX;                                                                        \
+    }                                                                                     \
   };
 #define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX)                               \
   struct NAME##_rule {                                                                        \

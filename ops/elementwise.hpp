@@ -1,6 +1,14 @@
-// The elementwise ops (relu, neg, exp, log, sqrt, tanh, erf, sin, cos, sigmoid, reciprocal,
-// rsqrt; add, sub, mul, div, maximum, minimum): one row each in ops/elementwise.def, which states
-// each op's forward, VJP, shapes and errors; and silu, their composition.
+// The elementwise ops (relu, neg, exp, log, sqrt, tanh, erf, sin, cos, sigmoid, abs,
+// reciprocal, rsqrt, logical_not; add, sub, mul, div, maximum, minimum, the comparisons equal,
+// less, less_equal, greater, greater_equal, and logical_and, logical_or): one row each in
+// ops/elementwise.def, which states each op's forward, VJP, shapes and errors; and silu, their
+// composition.
+//
+// The names of the comparisons and the logic are numpy's. With `using namespace xgrad;` they
+// are called unqualified (less(a, b)); where `using namespace std;` is in force as well, the
+// function objects std::less, std::less_equal, std::greater, std::greater_equal,
+// std::logical_and, std::logical_or and std::logical_not make such a call ambiguous: write
+// xgrad::less(a, b) there. (xtensor's xt::less and the like take only xtensor expressions.)
 #pragma once
 
 #include <cmath>
@@ -46,7 +54,7 @@ Var<T> sum_contributions(const Var<T>& a, const Var<T>& b) {
 // The ops run these; tests take them as the reference of a row.
 namespace elementwise {
 // Where the property tests draw a row's inputs (ops/elementwise.def, the column domain).
-enum class Domain { real, positive };
+enum class Domain { real, positive, mask };
 // The logistic function 1 / (1 + e^-x) without overflow on either side: e^x / (1 + e^x) for
 // x < 0 (the sigmoid row's forward). NaN gives NaN.
 template <class T>
@@ -64,6 +72,12 @@ std::string onnx_erf(OnnxEmitter& e, const std::string& x);
 // axes: ONNX Runtime fuses a MatMul and a Mul or Div by a one-element constant into FusedMatMul,
 // whose float attribute would round the factor to float32 (OnnxEmitter::factor).
 std::string onnx_product(OnnxEmitter& e, const OnnxNode& n, const std::string& op);
+// The lowering of a comparison or of logic: ONNX's `op` (Less, Equal, And, Not, ...) of the
+// named values, whose bool result is cast to the graph's float type (1 and 0).
+std::string onnx_logic(OnnxEmitter& e, const std::string& op, const std::vector<std::string>& inputs);
+// Input i of node n as an ONNX bool, true where it is nonzero (NaN included): a mask leaf's bool
+// input as it is, any other value cast to bool.
+std::string onnx_bool(OnnxEmitter& e, const OnnxNode& n, std::size_t i);
 #define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX) \
   template <class T>                                  \
   T NAME(T x) {                                       \

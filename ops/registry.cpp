@@ -16,6 +16,7 @@
 #include <xgrad/ops/pad.hpp>
 #include <xgrad/ops/concat.hpp>
 #include <xgrad/ops/permute.hpp>
+#include <xgrad/ops/pow.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/rms_norm.hpp>
 #include <xgrad/ops/scale.hpp>
@@ -27,6 +28,7 @@
 #include <xgrad/ops/sum_to.hpp>
 #include <xgrad/ops/take_label.hpp>
 #include <xgrad/ops/transpose.hpp>
+#include <xgrad/ops/where.hpp>
 
 namespace xgrad {
 
@@ -56,6 +58,7 @@ const Entry registry[] = {
     {"mean", make_mean_op},
     {"pad", make_pad_op},
     {"permute", make_permute_op},
+    {"pow", make_pow_op},
     {"reshape", make_reshape_op},
     {"rms_norm", make_rms_norm_op},
     {"rms_norm_vjp", make_rms_norm_vjp_op},
@@ -69,6 +72,7 @@ const Entry registry[] = {
     {"take_label", make_take_label_op},
     {"take_label_vjp", make_take_label_vjp_op},
     {"transpose", make_transpose_op},
+    {"where", make_where_op},
     // and every row of ops/elementwise.def (relu, exp, add, div, ...)
 #define XGRAD_UNARY(NAME, DOMAIN, COST, FORWARD, VJP, ONNX) {#NAME, make_##NAME##_op},
 #define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX) {#NAME, make_##NAME##_op},

@@ -194,6 +194,19 @@ inline Shape broadcast_or_throw(const Shape& a, const Shape& b) {
   return *s;
 }
 
+// The step in an array of `shape`, broadcast to a shape of `rank` axes, for a step along each of
+// those axes: its row-major stride, 0 where the axis is broadcast (a length 1 or a missing axis).
+template <class S>
+std::vector<std::size_t> broadcast_steps(const S& shape, std::size_t rank) {
+  std::vector<std::size_t> s(rank, 0);
+  std::size_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] != 1) s[rank - shape.size() + i] = stride;
+    stride *= shape[i];
+  }
+  return s;
+}
+
 // y = f(a, b) elementwise, a and b broadcast to y's shape (which broadcast_shapes gave). Walks y
 // in row-major order, contiguous along its last axis, its rows split over the thread pool (each
 // element computed by one thread: the same bits for any thread count); no broadcast copy of a
@@ -212,17 +225,7 @@ void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray
   }
   if (size == 0) return;
   const std::size_t rank = y.dimension();
-  // The step in a (or b) for a step along each axis of y: 0 where the axis is broadcast.
-  auto steps = [rank](const auto& shape) {
-    std::vector<std::size_t> s(rank, 0);
-    std::size_t stride = 1;
-    for (std::size_t i = shape.size(); i-- > 0;) {
-      if (shape[i] != 1) s[rank - shape.size() + i] = stride;
-      stride *= shape[i];
-    }
-    return s;
-  };
-  const std::vector<std::size_t> sa = steps(a.shape()), sb = steps(b.shape());
+  const std::vector<std::size_t> sa = broadcast_steps(a.shape(), rank), sb = broadcast_steps(b.shape(), rank);
   const std::size_t n = y.shape()[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
   parallel_rows(size / n, n + 4, [&, pa, pb, py](std::size_t first, std::size_t last) {
     // The index of row `first` over the axes before the last, and its offsets in a and b.
@@ -253,6 +256,62 @@ void broadcast_binary(const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray
         oa += sa[axis];
         ob += sb[axis];
         if (++index[axis] < y.shape()[axis]) break;
+        oa -= sa[axis] * index[axis];
+        ob -= sb[axis] * index[axis];
+        index[axis] = 0;
+      }
+    }
+  });
+}
+
+// y = f(c, a, b) elementwise, c, a and b broadcast to y's shape (where's forward), as
+// broadcast_binary: y walked row by row along its last axis, the rows split over the thread pool,
+// no broadcast copy made; y may be an operand of y's shape.
+template <class T, class F>
+void broadcast_ternary(const xt::xarray<T>& c, const xt::xarray<T>& a, const xt::xarray<T>& b, xt::xarray<T>& y, F f) {
+  const T* pc = c.data();
+  const T* pa = a.data();
+  const T* pb = b.data();
+  T* py = y.data();
+  const std::size_t size = y.size();
+  if (shapes_equal(c.shape(), y.shape()) && shapes_equal(a.shape(), y.shape()) && shapes_equal(b.shape(), y.shape())) {
+    parallel_rows(size, 1, [pc, pa, pb, py, &f](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) py[i] = f(pc[i], pa[i], pb[i]);
+    });
+    return;
+  }
+  if (size == 0) return;
+  const std::size_t rank = y.dimension();
+  const std::vector<std::size_t> sc = broadcast_steps(c.shape(), rank), sa = broadcast_steps(a.shape(), rank),
+                                 sb = broadcast_steps(b.shape(), rank);
+  const std::size_t n = y.shape()[rank - 1], ic = sc[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
+  parallel_rows(size / n, n + 4, [&, pc, pa, pb, py](std::size_t first, std::size_t last) {
+    // The index of row `first` over the axes before the last, and its offsets in c, a and b.
+    std::vector<std::size_t> index(rank, 0);
+    std::size_t oc = 0, oa = 0, ob = 0;
+    for (std::size_t axis = rank - 1, rest = first; axis-- > 0;) {
+      index[axis] = rest % y.shape()[axis];
+      rest /= y.shape()[axis];
+      oc += index[axis] * sc[axis];
+      oa += index[axis] * sa[axis];
+      ob += index[axis] * sb[axis];
+    }
+    for (std::size_t r = first; r < last; ++r) {
+      const T* rc = pc + oc;
+      const T* ra = pa + oa;
+      const T* rb = pb + ob;
+      T* ry = py + r * n;
+      if (ic == 1 && ia == 1 && ib == 1) {  // contiguous rows: a loop that vectorises
+        for (std::size_t j = 0; j < n; ++j) ry[j] = f(rc[j], ra[j], rb[j]);
+      } else {
+        for (std::size_t j = 0; j < n; ++j) ry[j] = f(rc[j * ic], ra[j * ia], rb[j * ib]);
+      }
+      for (std::size_t axis = rank - 1; axis-- > 0;) {  // the next row: an odometer over axes < rank-1
+        oc += sc[axis];
+        oa += sa[axis];
+        ob += sb[axis];
+        if (++index[axis] < y.shape()[axis]) break;
+        oc -= sc[axis] * index[axis];
         oa -= sa[axis] * index[axis];
         ob -= sb[axis] * index[axis];
         index[axis] = 0;

@@ -68,6 +68,77 @@ def elementwise():
 
 
 @part
+def comparisons():
+    """The comparisons and the logic of masks, as 1.0 and 0.0: a (3, 4) against b (2, 1, 4)
+    broadcast, with ties, signed zeros, infinities and NaN among them (torch.eq, lt, le, gt, ge,
+    logical_and, logical_or; logical_not of a). PyTorch gives no gradient through them."""
+    nan, inf = float("nan"), float("inf")
+    a = torch.tensor([[0.0, -0.0, 1.0, nan], [2.0, inf, -inf, 3.0], [0.5, 1.0, nan, -2.0]], dtype=torch.float64)
+    b = torch.tensor([[[-0.0, 0.0, 1.0, 1.0]], [[nan, inf, 0.0, -2.0]]], dtype=torch.float64)
+    save("comparisons_a", a)
+    save("comparisons_b", b)
+    for name, f in (("equal", torch.eq), ("less", torch.lt), ("less_equal", torch.le), ("greater", torch.gt),
+                    ("greater_equal", torch.ge), ("logical_and", torch.logical_and),
+                    ("logical_or", torch.logical_or)):
+        save(f"comparisons_{name}_y", f(a, b).to(torch.float64))
+    save("comparisons_logical_not_y", torch.logical_not(a).to(torch.float64))
+
+
+@part
+def where():
+    """torch.where(cond, a, b) with cond (2, 1, 4) (nonzero, NaN included, is true), a (3, 4) and
+    b (4) broadcast to (2, 3, 4); the gradients w.r.t. a and b for an upstream u that holds inf and
+    NaN, each where only one branch takes it (the other gets 0, not NaN)."""
+    g = torch.Generator().manual_seed(32)
+    c = torch.tensor([[[1.0, 0.0, float("nan"), 0.0]], [[0.0, 2.0, 0.0, -1.0]]], dtype=torch.float64)
+    a0 = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    b0 = torch.randn(4, generator=g, dtype=torch.float64)
+    u = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    u[0, 1, 1] = float("inf")  # cond 0 there: b's
+    u[1, 2, 1] = float("nan")  # cond 2 there: a's
+    save("where_cond", c)
+    save("where_a", a0)
+    save("where_b", b0)
+    save("where_u", u)
+    a, b = a0.clone().requires_grad_(True), b0.clone().requires_grad_(True)
+    y = torch.where(c != 0, a, b)
+    ga, gb = torch.autograd.grad(y, (a, b), u)
+    save("where_y", y)
+    save("where_grad_a", ga)
+    save("where_grad_b", gb)
+
+
+@part
+def pow():  # the op's name (the builtin pow is not used in this file)
+    """torch.pow(x, p) for a scalar p: its values, the gradient for an upstream u and the second
+    derivative's VJP for v (the gradient of <grad, v> w.r.t. x), for p = 2 on x with zeros,
+    p = 0.5 and 1.5 on positive x, p = -1 and 3 on negative x, p = 0 and 1 on x with zeros."""
+    g = torch.Generator().manual_seed(33)
+    real = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    real[0, 0] = 0.0
+    real[1, 2] = 0.0
+    positive = torch.rand(3, 4, generator=g, dtype=torch.float64) * 1.5 + 0.5
+    negative = -(torch.rand(3, 4, generator=g, dtype=torch.float64) * 1.5 + 0.5)
+    u = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    v = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    save("pow_real", real)
+    save("pow_positive", positive)
+    save("pow_negative", negative)
+    save("pow_u", u)
+    save("pow_v", v)
+    for name, p, x0 in (("2", 2.0, real), ("0.5", 0.5, positive), ("1.5", 1.5, positive), ("-1", -1.0, negative),
+                        ("3", 3.0, negative), ("0", 0.0, real), ("1", 1.0, real)):
+        x = x0.clone().requires_grad_(True)
+        y = torch.pow(x, p)
+        (gx,) = torch.autograd.grad(y, x, u, create_graph=True)
+        # p = 0: the gradient is a constant 0 (no grad_fn); p = 1: grad_out, not a function of x.
+        (ggx,) = torch.autograd.grad(gx, x, v, allow_unused=True) if gx.requires_grad else (None,)
+        save(f"pow_{name}_y", y)
+        save(f"pow_{name}_grad", gx)
+        save(f"pow_{name}_grad2", torch.zeros_like(x0) if ggx is None else ggx)
+
+
+@part
 def rope():
     """Rotary position embeddings, the half-split form (GPT-NeoX, Llama's rotate_half), in float64:
     x (2, 3, 5, 8) at positions 0..4, and at positions (2, 1, 5) of every batch its own; the

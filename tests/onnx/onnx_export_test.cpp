@@ -223,6 +223,19 @@ void build_every_op(Graph<T>& g) {
       {"div", div(a, exp(at))},
       {"maximum", maximum(a, at)},
       {"minimum", minimum(a, at)},
+      {"equal", equal(a, maximum(a, at))},
+      {"less", less(a, at)},
+      {"less_equal", less_equal(a, at)},
+      {"greater", greater(a, at)},
+      {"greater_equal", greater_equal(a, at)},
+      {"logical_and", logical_and(less(a, at), greater(s, a))},
+      {"logical_or", logical_or(less(a, at), greater(s, a))},
+      {"logical_not", logical_not(less(a, at))},
+      {"where", where(greater(a, at), a, exp(at))},
+      {"where_constant_mask", where(mask, x, neg(x))},
+      {"pow", pow(exp(s), 1.5)},
+      {"pow_2", pow(s, 2.0)},
+      {"pow_3", pow(s, 3.0)},
       {"dropout", dropout(s, 0.3, 7)},
       {"embedding", embedding(table, ids)},
       {"embedding_float_ids", embedding(table, float_ids)},
@@ -488,6 +501,33 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(non_finite_values_agree, T, test::dtypes) {
   g.set_output("erf", erf(q));
   g.set_output("flash", fused_attention(q, k, v));
   write_case("non_finite", g);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(comparisons_where_and_mask_leaves_run_elsewhere, T, test::dtypes) {
+  // The comparisons, the logic, where and pow on NaN, infinities and signed zeros, with a mask
+  // leaf (ONNX's bool input) read by where and the logic as it is; the gradients of finite
+  // inputs through where, a comparison and pow.
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  Graph<T> g;
+  const Var<T> x = g.input("x", xt::xarray<T>{{0, -0.0, 1, nan}, {2, inf, -inf, 3}, {0.5, 1, nan, -2}});
+  const Var<T> t = g.input("t", xt::xarray<T>{-0.0, 1, 1, -2});
+  const Var<T> m = g.mask("m", xt::xarray<bool>{{true, false, true, true}, {false, false, true, false}, {true, true, true, false}});
+  g.set_output("equal", equal(x, t));
+  g.set_output("less", less(x, t));
+  g.set_output("less_equal", less_equal(x, t));
+  g.set_output("greater", greater(x, t));
+  g.set_output("greater_equal", greater_equal(x, t));
+  g.set_output("and_mask", logical_and(m, less(x, t)));
+  g.set_output("or_mask", logical_or(greater(x, t), m));
+  g.set_output("not_mask", logical_not(m));
+  g.set_output("not_x", logical_not(x));  // NaN is true: its not is 0; -0 is false
+  g.set_output("where_x", where(x, t, neg(t)));  // a NaN condition takes a
+  g.set_output("where_mask", where(m, x, t));
+  g.set_output("pow_x", pow(x, 2.0));
+  const Var<T> f = g.input("f", random_array<T>({3, 4}, 93));
+  const Var<T> y = sum(mul(where(m, pow(f, 3.0), neg(f)), add(less(f, t), t)));
+  name_all(g, "y", y, {f, t});
+  write_case("comparisons_where_mask_leaf", g);
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(parameters_as_inputs_take_new_values, T, test::dtypes) {

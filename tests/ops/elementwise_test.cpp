@@ -1,7 +1,8 @@
 // The rows of ops/elementwise.def added for the transformer blocks (neg, exp, log, sqrt, tanh,
 // erf; sub, div): hand values at the edges of IEEE arithmetic, PyTorch's values and gradients,
 // and, walking every row of the table, finite differences of first and second order and the
-// export round trip. (relu, add and mul keep their own suites.)
+// export round trip. (relu, add and mul keep their own suites; the comparisons and the logic of
+// masks have suite comparisons.)
 #include "../check.hpp"
 
 #include <limits>
@@ -114,10 +115,13 @@ BOOST_AUTO_TEST_CASE(rows_match_pytorch) {
   }
 }
 
-// An input for a row of this domain: normal draws, or in (0.5, 2) for a positive one.
+// An input for a row of this domain: normal draws, in (0.5, 2) for a positive one, 1 and 0 for
+// a mask (central differences step to either side of 0 or 1 alike: the logic's gradient, 0, is
+// what they see).
 xt::xarray<double> row_input(elementwise::Domain domain, std::uint64_t seed, const Shape& shape = {3, 4}) {
   xt::xarray<double> x = random_array<double>(shape, seed);
   if (domain == elementwise::Domain::positive) x = 0.5 + 0.75 * (xt::tanh(x) + 1.0);
+  if (domain == elementwise::Domain::mask) x = xt::where(x > 0.0, 1.0, 0.0);
   return x;
 }
 
@@ -146,7 +150,7 @@ BOOST_AUTO_TEST_CASE(every_row_matches_finite_differences_to_second_order) {
     ++rows;                                                                      \
   }
 #include <xgrad/ops/elementwise.def>
-  BOOST_TEST(rows == 19u);
+  BOOST_TEST(rows == 27u);
 }
 
 BOOST_AUTO_TEST_CASE(every_row_has_no_attrs_and_round_trips) {

@@ -164,6 +164,23 @@ Ref ref_elementwise(const Ref& a, const Ref& b, double (*op)(double, double), bo
   return y;
 }
 
+// cond != 0 ? a : b, the three broadcast together to the largest rank, each axis the longest.
+Ref ref_where(const Ref& c, const Ref& a, const Ref& b) {
+  Shape to(std::max({c.shape.size(), a.shape.size(), b.shape.size()}), 1);
+  for (const Ref* x : {&c, &a, &b}) {
+    for (std::size_t i = 0; i < x->shape.size(); ++i) {
+      std::size_t& d = to[to.size() - x->shape.size() + i];
+      d = std::max(d, x->shape[i]);
+    }
+  }
+  Ref y{to, std::vector<double>(shape_size(to))};
+  for (std::size_t f = 0; f < y.data.size(); ++f) {
+    y.data[f] = c.data[broadcast_source(f, to, c.shape)] != 0 ? a.data[broadcast_source(f, to, a.shape)]
+                                                              : b.data[broadcast_source(f, to, b.shape)];
+  }
+  return y;
+}
+
 // The rows of ops/elementwise.def, each one more op of the generator. A row's reference is its
 // own forward on one element (elementwise::name, which the op's suite checks against hand
 // values): here the graphs check the machinery around it (broadcasting, VJPs, export, replay).
@@ -427,12 +444,12 @@ class RandomGraph {
   Graph<double>& graph() { return m_g; }
   // refs()[node][output]
   const std::vector<std::vector<Ref>>& refs() const { return m_refs; }
-  // The inputs, which gradcheck perturbs (masks and ids are constants or index leaves: a 0/1
-  // step and an id have no derivative).
+  // The inputs, which gradcheck perturbs (masks and ids are constants, mask leaves or index
+  // leaves: a 0/1 step and an id have no derivative).
   std::vector<Var<double>> leaves() {
     std::vector<Var<double>> out;
     for (std::size_t i = 0; i < m_g.size(); ++i) {
-      if (m_g.node(i).role == Role::input && !m_g.node(i).index_leaf) out.push_back(m_g.var(i));
+      if (m_g.node(i).role == Role::input && !m_g.node(i).has_no_gradient()) out.push_back(m_g.var(i));
     }
     return out;
   }
@@ -463,10 +480,26 @@ class RandomGraph {
     m_refs.push_back({{shape, std::vector<double>(value.begin(), value.end())}});
     return v;
   }
+  // A mask of 1 and 0, never perturbed: a constant or a mask leaf (Graph::mask), new leaves.
+  Var<double> mask_leaf(const Shape& shape) {
+    Ref mask{shape, std::vector<double>(shape_size(shape))};
+    for (auto& m : mask.data) m = static_cast<double>(pick(0, 1));
+    const std::string name = "mask" + std::to_string(m_g.size());
+    Var<double> v;
+    if (pick(0, 1)) {
+      xt::xarray<bool> b = xt::xarray<bool>::from_shape(shape);
+      std::transform(mask.data.begin(), mask.data.end(), b.begin(), [](double m) { return m != 0; });
+      v = m_g.mask(name, b);
+    } else {
+      v = m_g.constant(name, xt::adapt(mask.data, shape));
+    }
+    m_refs.push_back({mask});
+    return v;
+  }
   Var<double> node_or_leaf_like(const Shape& shape) {
     std::vector<std::size_t> same;
-    for (std::size_t i = 0; i < m_g.size(); ++i) {
-      if (shapes_equal(m_g.node(i).value().shape(), shape)) same.push_back(i);
+    for (std::size_t i = 0; i < m_g.size(); ++i) {  // a mask leaf (no value()) only as a mask
+      if (!m_g.node(i).has_no_gradient() && shapes_equal(m_g.node(i).value().shape(), shape)) same.push_back(i);
     }
     if (!same.empty() && pick(0, 1)) return m_g.var(same[pick(0, same.size() - 1)]);
     return leaf(shape);
@@ -525,20 +558,22 @@ class RandomGraph {
   // One random op on a random earlier node (and, where needed, a second input made to fit).
   void grow() {
     std::size_t node = pick(0, m_g.size() - 1);
-    while (m_g.node(node).index_leaf) node = pick(0, m_g.size() - 1);  // ids feed embeddings only
+    while (m_g.node(node).has_no_gradient()) node = pick(0, m_g.size() - 1);  // ids feed embeddings, masks masks
     const Var<double> x = m_g.var(node, pick(0, m_g.node(node).output_count() - 1));
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-29 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 30, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-31 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 32, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
-    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || op >= 23) && op < general) op = 16;
+    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || (op >= 23 && op <= 29))) op = 16;
     if (op >= general && op < general + unary) {
       const UnaryRow& row = unary_rows[op - general];
-      const Var<double> in = row.domain == elementwise::Domain::positive ? positive_leaf(s) : x;
+      const Var<double> in = row.domain == elementwise::Domain::positive ? positive_leaf(s)
+                             : row.domain == elementwise::Domain::mask   ? mask_leaf(s)
+                                                                         : x;
       Ref y = ref(in);
       for (auto& e : y.data) e = row.reference(e);
       return add_ref(row.op(in), y);
@@ -550,7 +585,7 @@ class RandomGraph {
         if (pick(0, 2) == 0) d = 1;
       }
       const bool positive = row.domain == elementwise::Domain::positive;
-      const Var<double> b = positive ? positive_leaf(bs) : node_or_leaf_like(bs);
+      const Var<double> b = positive ? positive_leaf(bs) : row.domain == elementwise::Domain::mask ? mask_leaf(bs) : node_or_leaf_like(bs);
       const Ref rb = ref(b);
       const bool swap = !positive && pick(0, 1);
       return add_ref(swap ? row.op(b, x) : row.op(x, b), ref_elementwise(rx, rb, row.reference, swap));
@@ -872,6 +907,39 @@ class RandomGraph {
         }
         return add_refs(split(x, sizes, axis), refs);
       }
+      case 30: {  // where: cond of 1 and 0 (a mask, or a comparison of two nodes), x in either branch; all three broadcast
+        const auto trailing = [&] {  // x's last axes, some of them 1; all of them perhaps with one more ahead
+          Shape t(s.begin() + static_cast<long>(pick(0, r)), s.end());
+          for (auto& d : t) {
+            if (pick(0, 2) == 0) d = 1;
+          }
+          if (t.size() == r && pick(0, 3) == 0) t.insert(t.begin(), pick(1, 2));
+          return t;
+        };
+        const Shape cs = trailing(), bs = trailing();
+        Var<double> cond;
+        if (pick(0, 1)) {
+          cond = mask_leaf(cs);
+        } else {
+          const Var<double> u = node_or_leaf_like(cs), w = node_or_leaf_like(cs);
+          const Ref ru = ref(u), rw = ref(w);
+          cond = greater(u, w);
+          add_ref(cond, ref_elementwise(ru, rw, &elementwise::greater<double>, false));
+        }
+        const Var<double> b = node_or_leaf_like(bs);
+        const Ref rc = ref(cond), rb = ref(b);
+        const bool swap = pick(0, 1);
+        return add_ref(swap ? where(cond, b, x) : where(cond, x, b), ref_where(rc, swap ? rb : rx, swap ? rx : rb));
+      }
+      case 31: {  // pow: integer exponents on x, the others on a new positive leaf
+        const double exponents[] = {2, 3, 0, 1, -1, 0.5, 1.5, -0.5, 2.5};
+        const double p = exponents[pick(0, std::size(exponents) - 1)];
+        const bool on_x = p >= 0 && p == std::floor(p);
+        const Var<double> in = on_x ? x : positive_leaf(s);
+        Ref y = ref(in);
+        for (auto& e : y.data) e = std::pow(e, p);
+        return add_ref(pow(in, p), y);
+      }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;
         for (auto& d : to) {
@@ -890,7 +958,7 @@ class RandomGraph {
   std::vector<std::vector<Ref>> m_refs;
 };
 
-constexpr int cases = 520;  // about 50 nodes of every op kind (registry/every_op_is_in_the_property_generator)
+constexpr int cases = 640;  // at least 50 nodes of every op kind (registry/every_op_is_in_the_property_generator)
 
 }  // namespace
 
@@ -967,7 +1035,8 @@ BOOST_AUTO_TEST_CASE(lean_replay_gives_a_full_replays_bits) {
   // The ops that declare Op::overwrites_input, each checked with y the very array of its input
   // by lean/ops_that_overwrite_inputs_give_the_same_bits: these and the rows of
   // ops/elementwise.def, which that test walks; another op must be added there.
-  std::set<std::string> checked_ops = {"softmax", "softmax_vjp", "scale", "dropout", "gelu", "gelu_vjp", "reshape", "apply_mask"};
+  std::set<std::string> checked_ops = {"softmax", "softmax_vjp", "scale", "dropout", "gelu", "gelu_vjp", "reshape", "apply_mask",
+                                       "where", "pow"};
   for (const UnaryRow& row : unary_rows) checked_ops.insert(row.name);
   for (const BinaryRow& row : binary_rows) checked_ops.insert(row.name);
   std::set<std::string> declaring;

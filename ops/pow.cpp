@@ -1,0 +1,85 @@
+// forward: y = x^p                             x (...) -> y (...), p a finite number
+// VJP:     grad_x = grad_out * scale(pow(x, p - 1), p); 0 (zeros) for p = 0, grad_out for p = 1
+// saves:   p.
+#include <xgrad/ops/pow.hpp>
+
+#include <cmath>
+
+#include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/scale.hpp>
+
+namespace xgrad {
+
+namespace {
+
+// Attribute keys, for attrs() and the factory alike.
+constexpr const char* key_exponent = "exponent";
+
+class PowOp final : public OpFor<PowOp> {
+ public:
+  explicit PowOp(double p) : m_p(p) {
+    if (!std::isfinite(p)) throw error("pow: the exponent must be finite, got " + number_str(p));
+  }
+
+  std::string name() const override { return "pow"; }
+  // ONNX: Pow of x and the exponent, a scalar initializer of the graph's float type.
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {e.op("Pow", {n.inputs[0], e.scalar(m_p)})};
+  }
+  std::size_t arity() const override { return 1; }
+  Json attrs() const override { return {{key_exponent, m_p}}; }
+  bool overwrites_input(std::size_t) const override { return true; }  // element by element
+  // A libm call an element (std::pow: about as long as tanh here), none for p = 2.
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
+    return Op::work(x, y) + (m_p == 2 ? 0 : 12) * element_count(y[0]);
+  }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const T* src = x[0]->data();
+    T* dst = y.data();
+    const T p = static_cast<T>(m_p);
+    const bool square = m_p == 2;
+    detail::parallel_rows(y.size(), 16, [src, dst, p, square](std::size_t begin, std::size_t end) {
+      if (square) {
+        for (std::size_t i = begin; i < end; ++i) dst[i] = src[i] * src[i];
+      } else {
+        for (std::size_t i = begin; i < end; ++i) dst[i] = std::pow(src[i], p);
+      }
+    });
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const Var<T>& x = v.x[0];
+    if (m_p == 0) return {zeros_like(x)};
+    if (m_p == 1) return {v.grad_out};
+    return {mul(v.grad_out, scale(pow(x, m_p - 1), m_p))};
+  }
+
+ private:
+  double m_p;
+};
+
+}  // namespace
+
+template <class T>
+Var<T> pow(const Var<T>& x, double p) {
+  return x.graph().apply(std::make_shared<PowOp>(p), {x});
+}
+
+std::shared_ptr<const Op> make_pow_op(const JsonCursor& attrs) {
+  attrs.check_object({key_exponent});
+  const JsonCursor c = attrs[key_exponent];
+  const double p = c.number();
+  if (!std::isfinite(p)) c.fail("expected a finite number, got " + number_str(p));
+  return std::make_shared<PowOp>(p);
+}
+
+template Var<float> pow(const Var<float>&, double);
+template Var<double> pow(const Var<double>&, double);
+
+}  // namespace xgrad
