@@ -12,6 +12,7 @@
 #include <xgrad/graph/backward.hpp>
 #include <xgrad/lib/onnx_export.hpp>
 #include <xgrad/lib/onnx_import.hpp>
+#include <xgrad/ops/kernels/parallel.hpp>
 
 namespace {
 
@@ -392,6 +393,32 @@ BOOST_AUTO_TEST_CASE(key_tiles_outside_the_window_are_not_read) {
   // Keys from 768 on meet query tiles 768 and 1024 alone.
   BOOST_TEST(!xt::any(xt::isnan(xt::view(grads[1].value(), xt::range(768, t)))));
   BOOST_TEST(!xt::any(xt::isnan(xt::view(grads[2].value(), xt::range(768, t)))));
+}
+
+BOOST_AUTO_TEST_CASE(two_threads_split_the_tiles) {
+  // A window and a cap with 1 and 2 threads: backward, 3 batch indices split by batch index, 1 by
+  // key tile (3 tiles, of which the window leaves each query tile one or two). out, grad_k and
+  // grad_v repeat their bits, and grad_q does when split by batch index.
+  test::BlasThreads threads_set(1);
+  for (const std::size_t batch : {3, 1}) {
+    std::vector<xt::xarray<double>> values[2];
+    for (int threads : {1, 2}) {
+      threads_set.set(threads);
+      BOOST_TEST_REQUIRE(xgrad::detail::parallel_threads() == std::size_t(threads));
+      Graph<double> g;
+      const auto q = g.input("q", random_array<double>({batch, 1100, 8}, 30));
+      const auto k = g.input("k", random_array<double>({batch, 1100, 8}, 31));
+      const auto v = g.input("v", random_array<double>({batch, 1100, 4}, 32));
+      const auto out = xgrad::flash_attention(q, k, v, 0.4, FlashMask<double>{true, {}, 300}, 3.0).out;
+      values[threads - 1].push_back(out.value());
+      for (const auto& gr : grad(out, {q, k, v}, random_array<double>({batch, 1100, 4}, 33))) values[threads - 1].push_back(gr.value());
+    }
+    BOOST_TEST_CONTEXT("batch " << batch) {
+      for (std::size_t i : {0, 2, 3}) BOOST_TEST(values[0][i] == values[1][i], "value " << i);
+      if (batch == 3) BOOST_TEST(values[0][1] == values[1][1]);
+      BOOST_TEST(relative_error(values[1][1], values[0][1]) <= 1e-14);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(work_counts_the_window_and_the_cap) {
