@@ -52,6 +52,15 @@ const char* const usage =
     "  --block N           tokens per window, the context length, 1 to 65536 (default 64)\n"
     "  --dropout P         dropout probability in [0, 1) (default 0)\n"
     "  --dtype T           float32 or float64 (default float32)\n"
+    "Attention variants (docs/attention-variants.md; the defaults are GPT-2's block):\n"
+    "  --rope              rotary position embeddings of q and k instead of learned positions\n"
+    "  --kv-heads N        key/value heads, each shared by --heads / N query heads (grouped-query\n"
+    "                      attention; 1 is multi-query), dividing --heads (default --heads)\n"
+    "  --norm K            layer or rms: the blocks' and the final norm (default layer)\n"
+    "  --qk-norm           RMS norm of q and k per head, each with a learned gain\n"
+    "  --softcap C         cap the attention scores at C > 0 as C tanh(s / C) (default none)\n"
+    "  --window W          causal sliding window: each position attends to its last W (default all)\n"
+    "  --attn K            softmax or sigmoid attention weights, sigmoid(s - log T) (default softmax)\n"
     "Training:\n"
     "  --batch N           windows per step, 1 to 65536 (default 12)\n"
     "  --steps N           optimizer steps in all, counting those of a resumed run (default 2000)\n"
@@ -120,6 +129,7 @@ inline constexpr std::size_t max_count = std::size_t(1) << 40;
 // together); a checkpoint's "step", the steps done, has the bounds of --steps.
 const CountRule count_rules[] = {
     {"--layers", "layers", 1, 1024},         {"--heads", "heads", 1, 1024},
+    {"--kv-heads", "kv_heads", 1, 1024},     {"--window", "window", 1, 65536},
     {"--d-model", "d_model", 1, 65536},      {"--block", "block", 1, 65536},
     {"--batch", "batch", 1, 65536},          {"--eval-batches", "eval_batches", 1, 10000},
     {"--steps", "step", 0, max_count},       {"--warmup", "warmup", 0, max_count},
@@ -138,6 +148,7 @@ struct NumberRule {
 const NumberRule number_rules[] = {
     {"--dropout", "dropout", [](double x) { return x >= 0 && x < 1; }, "in [0, 1)"},
     {"--lr", "lr", [](double x) { return x >= 0; }, ">= 0"},
+    {"--softcap", "softcap", [](double x) { return x > 0; }, "> 0"},
     {"--weight-decay", "weight_decay", [](double x) { return x >= 0; }, ">= 0"},
     {"--temperature", "", [](double x) { return x > 0; }, "> 0"},
     {"--max-val-loss", "", [](double x) { return x > 0; }, "> 0"},
@@ -178,10 +189,18 @@ double parse_number(const NumberRule& rule, const std::string& text, const std::
   return x;
 }
 
-std::string parse_dtype(const std::string& text, const std::string& what) {
-  if (text != "float32" && text != "float64") throw UsageError{what + " must be float32|float64, not " + quoted(text)};
+// One of the words `allowed` ("float32|float64").
+std::string parse_word(const std::string& text, const std::string& what, const std::string& allowed) {
+  const std::string bar = "|" + allowed + "|";
+  if (text.empty() || text.find('|') != std::string::npos || bar.find("|" + text + "|") == std::string::npos) {
+    throw UsageError{what + " must be " + allowed + ", not " + quoted(text)};
+  }
   return text;
 }
+std::string parse_dtype(const std::string& text, const std::string& what) { return parse_word(text, what, "float32|float64"); }
+
+// A flag's value in a checkpoint's metadata: "0" or "1".
+bool parse_flag(const std::string& text, const std::string& what) { return parse_word(text, what, "0|1") == "1"; }
 
 // The most bytes a run may need by run_bytes' estimate (16 GiB), and of training text (1 GiB).
 inline constexpr double max_run_bytes = 16.0 * (1ull << 30);
@@ -210,6 +229,13 @@ void check_options(const Options& o, const std::string& where) {
   if (c.d_model % c.heads != 0) {
     throw UsageError{where + "--heads " + std::to_string(c.heads) + " does not divide --d-model " + std::to_string(c.d_model)};
   }
+  if (c.heads % c.kv() != 0) {
+    throw UsageError{where + "--kv-heads " + std::to_string(c.kv()) + " does not divide --heads " + std::to_string(c.heads)};
+  }
+  if (c.rope && (c.d_model / c.heads) % 2 != 0) {
+    throw UsageError{where + "--rope needs an even head dimension, --d-model / --heads is " +
+                     std::to_string(c.d_model / c.heads)};
+  }
   const double bytes = run_bytes(o);
   if (bytes > max_run_bytes) {
     char gib[32], limit[32];
@@ -234,7 +260,13 @@ Options parse(int argc, char** argv) {
     static const std::set<std::string> known = {
         "--layers", "--heads", "--d-model", "--block", "--dropout", "--dtype", "--batch", "--steps", "--lr",
         "--warmup", "--decay-steps", "--weight-decay", "--seed", "--data", "--eval-every", "--eval-batches",
-        "--save", "--resume", "--sample", "--temperature", "--log", "--plot", "--max-val-loss", "--onnx"};
+        "--save", "--resume", "--sample", "--temperature", "--log", "--plot", "--max-val-loss", "--onnx",
+        "--kv-heads", "--norm", "--softcap", "--window", "--attn"};
+    if (arg == "--rope" || arg == "--qk-norm") {  // the flags without a value
+      o.given.insert(arg);
+      (arg == "--rope" ? o.model.rope : o.model.qk_norm) = true;
+      continue;
+    }
     if (!known.count(arg) || i + 1 >= argc) throw UsageError{"unknown or incomplete option '" + arg + "'"};
     const std::string v = argv[++i];
     o.given.insert(arg);
@@ -245,6 +277,11 @@ Options parse(int argc, char** argv) {
     if (arg == "--d-model") o.model.d_model = count();
     if (arg == "--block") o.model.block = count();
     if (arg == "--dropout") o.model.dropout = number();
+    if (arg == "--kv-heads") o.model.kv_heads = count();
+    if (arg == "--window") o.model.window = count();
+    if (arg == "--softcap") o.model.softcap = number();
+    if (arg == "--norm") o.model.norm = parse_word(v, arg, "layer|rms");
+    if (arg == "--attn") o.model.attn = parse_word(v, arg, "softmax|sigmoid");
     if (arg == "--batch") o.batch = count();
     if (arg == "--steps") o.steps = count();
     if (arg == "--lr") o.schedule.lr = number();
@@ -576,6 +613,19 @@ void write_output(const Options& o, const std::string& option, const std::string
 
 // ---- Training -------------------------------------------------------------------------------
 
+// The attention variants of a model, as the options that set them (", rope, kv-heads 2"), or "".
+std::string variants(const Config& c) {
+  std::ostringstream s;
+  if (c.rope) s << ", rope";
+  if (c.kv() != c.heads) s << ", kv-heads " << c.kv();
+  if (c.norm != "layer") s << ", " << c.norm << " norm";
+  if (c.qk_norm) s << ", qk-norm";
+  if (c.softcap > 0) s << ", softcap " << c.softcap;
+  if (c.window > 0) s << ", window " << c.window;
+  if (c.attn != "softmax") s << ", " << c.attn << " attention";
+  return s.str();
+}
+
 // The checkpoint's metadata: everything that fixes the run, so that --resume rebuilds it.
 xgrad::CheckpointMetadata run_metadata(const Options& o, const Corpus& corpus) {
   const auto num = [](double x) {
@@ -591,6 +641,13 @@ xgrad::CheckpointMetadata run_metadata(const Options& o, const Corpus& corpus) {
           {"block", std::to_string(o.model.block)},
           {"vocab", std::to_string(o.model.vocab)},
           {"dropout", num(o.model.dropout)},
+          {"rope", o.model.rope ? "1" : "0"},
+          {"kv_heads", std::to_string(o.model.kv())},
+          {"norm", o.model.norm},
+          {"qk_norm", o.model.qk_norm ? "1" : "0"},
+          {"softcap", num(o.model.softcap)},
+          {"window", std::to_string(o.model.window)},
+          {"attn", o.model.attn},
           {"dtype", o.dtype},
           {"batch", std::to_string(o.batch)},
           {"lr", num(o.schedule.lr)},
@@ -625,7 +682,8 @@ ResumePoint apply_resume_metadata(Options& o, const xgrad::CheckpointMetadata& m
   };
   const auto take = [&](const char* option, const char* key, auto& field, auto stored) {
     if (o.given.count(option) && field != stored) {
-      throw UsageError{std::string(option) + " differs from the " + key + " of " + path + " (" + get(key) +
+      throw UsageError{std::string(option) + " differs from the " + key + " of " + path + " (" +
+                       (meta.count(key) ? get(key) : std::string("none: the default")) +
                        "): a resumed run keeps its model, data and schedule"};
     }
     field = stored;
@@ -635,6 +693,19 @@ ResumePoint apply_resume_metadata(Options& o, const xgrad::CheckpointMetadata& m
   take("--d-model", "d_model", o.model.d_model, count("d_model"));
   take("--block", "block", o.model.block, count("block"));
   take("--dropout", "dropout", o.model.dropout, number("dropout"));
+  // The attention variants: a checkpoint from before them has none of these keys, and is the
+  // default model.
+  const auto variant = [&](const char* key) { return meta.count(key) != 0; };
+  take("--rope", "rope", o.model.rope, variant("rope") && parse_flag(get("rope"), path + "'s rope"));
+  std::size_t kv = o.model.kv();
+  take("--kv-heads", "kv_heads", kv, variant("kv_heads") ? count("kv_heads") : o.model.heads);
+  o.model.kv_heads = kv;
+  take("--norm", "norm", o.model.norm, variant("norm") ? parse_word(get("norm"), path + "'s norm", "layer|rms") : "layer");
+  take("--qk-norm", "qk_norm", o.model.qk_norm, variant("qk_norm") && parse_flag(get("qk_norm"), path + "'s qk_norm"));
+  take("--softcap", "softcap", o.model.softcap, variant("softcap") && get("softcap") != "0" ? number("softcap") : 0.0);
+  take("--window", "window", o.model.window, variant("window") && get("window") != "0" ? count("window") : 0);
+  take("--attn", "attn", o.model.attn,
+       variant("attn") ? parse_word(get("attn"), path + "'s attn", "softmax|sigmoid") : "softmax");
   take("--dtype", "dtype", o.dtype, parse_dtype(get("dtype"), path + "'s dtype"));
   take("--batch", "batch", o.batch, count("batch"));
   take("--lr", "lr", o.schedule.lr, number("lr"));
@@ -746,13 +817,21 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
     g.set_training(false);
     char_gpt::feed(g, m, val_batches[0].first, val_batches[0].second);
     g.replay();
-    const auto diagnostics = xgrad::softmax_diagnostics(g, 0.99, true);
+    // Sigmoid weights are no softmax: their rows' statistics are those of the rows normalised.
+    std::vector<xgrad::SoftmaxDiagnostics> diagnostics;
+    if (o.model.attn == "sigmoid") {
+      for (std::size_t l = 0; l < m.attention_weights.size(); ++l) {
+        diagnostics.push_back(xgrad::attention_weights_diagnostics(m.attention_weights[l], m.attention_logits[l]));
+      }
+    } else {
+      diagnostics = xgrad::softmax_diagnostics(g, 0.99, true);
+    }
     g.set_training(true);
     const std::size_t T_ = o.model.block, H = o.model.heads;
     for (const auto& weights : m.attention_weights) {
       const auto d = std::find_if(diagnostics.begin(), diagnostics.end(),
                                   [&](const xgrad::SoftmaxDiagnostics& s) { return s.node == weights.id(); });
-      if (d == diagnostics.end()) throw std::logic_error("no diagnostics for softmax node " + std::to_string(weights.id()));
+      if (d == diagnostics.end()) throw std::logic_error("no diagnostics for attention node " + std::to_string(weights.id()));
       std::vector<double> per_head(H, 0.0);
       for (std::size_t r = 0; r < d->rows.size(); ++r) per_head[(r / T_) % H] += d->rows[r].normalized_entropy;
       for (double& h : per_head) h /= static_cast<double>(d->rows.size() / H);
@@ -768,8 +847,9 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
               corpus.chars.size());
   std::size_t n_params = 0;
   for (const auto& p : params) n_params += p.value().size();
-  std::printf("model: %zu layers, %zu heads, d_model %zu, block %zu, %zu parameters, %s; batch %zu, %zu steps%s\n",
-              o.model.layers, o.model.heads, o.model.d_model, o.model.block, n_params, o.dtype.c_str(), o.batch,
+  std::printf("model: %zu layers, %zu heads, d_model %zu, block %zu%s, %zu parameters, %s; batch %zu, %zu steps%s\n",
+              o.model.layers, o.model.heads, o.model.d_model, o.model.block, variants(o.model).c_str(), n_params,
+              o.dtype.c_str(), o.batch,
               o.steps, o.resume.empty() ? "" : (", resumed at step " + std::to_string(step)).c_str());
   std::fflush(stdout);
 
@@ -818,7 +898,7 @@ int train(Options o, const std::optional<ResumePoint>& resumed) {
   if (!o.plot.empty()) {
     std::ostringstream title;
     title << "char_gpt: " << o.model.layers << " layers, " << o.model.heads << " heads, d " << o.model.d_model
-          << ", lr " << o.schedule.lr;
+          << variants(o.model) << ", lr " << o.schedule.lr;
     write_output(o, "--plot", o.plot, plot_svg(evals, o.model, title.str()));
   }
 

@@ -18,6 +18,17 @@ using xgrad::Var;
 struct Config {
   std::size_t layers = 4, heads = 4, d_model = 128, block = 64, vocab = 0;
   double dropout = 0;
+  // The attention variants of docs/attention-variants.md; the defaults are GPT-2's block, whose
+  // runs they leave as they were, bit for bit.
+  bool rope = false;             // rotary embeddings of q and k (and no learned position embedding)
+  std::size_t kv_heads = 0;      // key/value heads shared by groups of query heads (GQA); 0: heads
+  std::string norm = "layer";    // the blocks' and the final norm: "layer" (gain and bias) or "rms" (gain)
+  bool qk_norm = false;          // RMS norm of q and k per head (a gain each), before RoPE
+  double softcap = 0;            // > 0: the scores become softcap tanh(s / softcap)
+  std::size_t window = 0;        // > 0: each query attends to its last `window` positions only
+  std::string attn = "softmax";  // the attention weights: "softmax" or "sigmoid"
+  std::size_t kv() const { return kv_heads ? kv_heads : heads; }
+  bool variant() const { return rope || kv() != heads || qk_norm || softcap > 0 || window > 0 || attn != "softmax"; }
 };
 
 // nanoGPT's schedule: the learning rate of update `it` (0 for the first), rising linearly over
@@ -44,14 +55,18 @@ template <class T>
 struct Model {
   Var<T> ids, targets, logits, loss;
   std::vector<Var<T>> decayed, not_decayed;
-  std::vector<Var<T>> attention_weights;  // each layer's softmax output (B, H, T, T)
+  std::vector<Var<T>> attention_weights;  // each layer's attention weights (B, H, T, T): its softmax
+  std::vector<Var<T>> attention_logits;   // with sigmoid weights, what each layer's sigmoid reads
 };
 
 // Builds the model for batches of `batch` windows in g. Initial values as GPT-2's: weights of
 // products and embeddings N(0, 0.02^2), the two projections into the residual stream (attn.w_o,
 // mlp.w2) N(0, 0.02^2 / (2 layers)), biases 0, layer norms (1, 0); each tensor drawn from its own
 // seed, seed + its index. Dropout (when c.dropout > 0) after the embeddings and on both branches
-// into the residual stream, each node with its own mask seed.
+// into the residual stream, each node with its own mask seed. With an attention variant of
+// Config the attention is variant_multi_head_attention (lib/variant_attention.hpp) over a
+// constant mask (causal, or the sliding window); --norm rms makes every norm rms_norm, with a
+// gain and no bias; w_k, w_v and their biases are (d, d kv / heads).
 template <class T>
 Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint64_t seed) {
   Model<T> m;
@@ -72,37 +87,70 @@ Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint6
 
   m.ids = g.indices("ids", xt::xarray<std::int64_t>(xt::zeros<std::int64_t>({batch, c.block})));
   m.targets = g.input("targets", xt::zeros<T>({batch, c.block, c.vocab}));
-  const Var<T> wte = weight("wte", c.vocab, d), wpe = weight("wpe", c.block, d);
-  Var<T> x = drop(xgrad::embedding(wte, m.ids) + wpe);  // (B, T, d) + (T, d)
-  const auto mask = xgrad::causal_mask(c.block, c.block);
+  const Var<T> wte = weight("wte", c.vocab, d);
+  // With RoPE the positions enter through the rotations of q and k only.
+  Var<T> x = drop(c.rope ? xgrad::embedding(wte, m.ids) : xgrad::embedding(wte, m.ids) + weight("wpe", c.block, d));
+  const auto mask = c.window ? xgrad::sliding_window_mask(c.block, c.block, c.window) : xgrad::causal_mask(c.block, c.block);
+  const Var<T> keep = c.variant() ? g.constant("attn.mask", xt::xarray<T>(xt::cast<T>(mask))) : Var<T>();
+  // A norm's parameters, made where the default model makes them (their seeds follow), and the
+  // norm of x with them.
+  struct Norm {
+    Var<T> gain, bias;
+  };
+  const auto norm_params = [&](const std::string& name) {
+    Norm n{vector(name + ".g", d, 1), Var<T>()};
+    if (c.norm != "rms") n.bias = vector(name + ".b", d, 0);
+    return n;
+  };
+  const auto norm = [&](const Var<T>& v, const Norm& n) {
+    return c.norm == "rms" ? xgrad::rms_norm(v, n.gain, 1e-5) : xgrad::layer_norm(v, n.gain, n.bias);
+  };
+  const std::size_t d_kv = d / c.heads * c.kv();
   for (std::size_t l = 0; l < c.layers; ++l) {
     const std::string h = "h" + std::to_string(l) + ".";
-    const Var<T> ln1_g = vector(h + "ln1.g", d, 1), ln1_b = vector(h + "ln1.b", d, 0);
-    xgrad::AttentionParams<T> attn;
+    const Norm ln1 = norm_params(h + "ln1");
+    xgrad::VariantAttentionParams<T> attn;
     attn.w_q = weight(h + "attn.w_q", d, d);
     attn.b_q = vector(h + "attn.b_q", d, 0);
-    attn.w_k = weight(h + "attn.w_k", d, d);
-    attn.b_k = vector(h + "attn.b_k", d, 0);
-    attn.w_v = weight(h + "attn.w_v", d, d);
-    attn.b_v = vector(h + "attn.b_v", d, 0);
+    attn.w_k = weight(h + "attn.w_k", d, d_kv);
+    attn.b_k = vector(h + "attn.b_k", d_kv, 0);
+    attn.w_v = weight(h + "attn.w_v", d, d_kv);
+    attn.b_v = vector(h + "attn.b_v", d_kv, 0);
     attn.w_o = weight(h + "attn.w_o", d, d, residual_std);
     attn.b_o = vector(h + "attn.b_o", d, 0);
-    const Var<T> ln2_g = vector(h + "ln2.g", d, 1), ln2_b = vector(h + "ln2.b", d, 0);
+    if (c.qk_norm) {
+      attn.q_gain = vector(h + "attn.q_gain", d / c.heads, 1);
+      attn.k_gain = vector(h + "attn.k_gain", d / c.heads, 1);
+    }
+    const Norm ln2 = norm_params(h + "ln2");
     const Var<T> w1 = weight(h + "mlp.w1", d, 4 * d), b1 = vector(h + "mlp.b1", 4 * d, 0);
     const Var<T> w2 = weight(h + "mlp.w2", 4 * d, d, residual_std), b2 = vector(h + "mlp.b2", d, 0);
 
-    const Var<T> a = xgrad::layer_norm(x, ln1_g, ln1_b);
-    const std::size_t first_new = g.size();
-    x = x + drop(xgrad::multi_head_attention(a, a, attn, c.heads, mask));
-    for (std::size_t id = first_new; id < g.size(); ++id) {  // the softmax node of this layer
-      const auto& node = g.node(id);
-      if (!node.is_leaf() && xgrad::softmax_axis(*node.op)) m.attention_weights.push_back(g.var(id));
+    const Var<T> a = norm(x, ln1);
+    if (!c.variant()) {
+      const std::size_t first_new = g.size();
+      x = x + drop(xgrad::multi_head_attention(a, a, attn, c.heads, mask));
+      for (std::size_t id = first_new; id < g.size(); ++id) {  // the softmax node of this layer
+        const auto& node = g.node(id);
+        if (!node.is_leaf() && xgrad::softmax_axis(*node.op)) m.attention_weights.push_back(g.var(id));
+      }
+    } else {
+      xgrad::VariantBlockOptions<T> options;
+      options.rope = c.rope;
+      options.qk_norm = c.qk_norm ? xgrad::QkNorm::rms : xgrad::QkNorm::none;
+      options.attention.softcap = c.softcap;
+      options.attention.mask = keep;
+      options.attention.weights = c.attn == "sigmoid" ? xgrad::AttentionWeights::sigmoid : xgrad::AttentionWeights::softmax;
+      const auto nodes = xgrad::variant_multi_head_attention_nodes(a, attn, c.heads, c.kv(), options);
+      m.attention_weights.push_back(nodes.attention.weights);
+      m.attention_logits.push_back(nodes.attention.logits);
+      x = x + drop(nodes.output);
     }
-    const Var<T> u = xgrad::layer_norm(x, ln2_g, ln2_b);
+    const Var<T> u = norm(x, ln2);
     x = x + drop(xgrad::matmul(xgrad::gelu(xgrad::matmul(u, w1) + b1), w2) + b2);
   }
-  const Var<T> lnf_g = vector("lnf.g", d, 1), lnf_b = vector("lnf.b", d, 0);
-  m.logits = xgrad::matmul(xgrad::layer_norm(x, lnf_g, lnf_b), weight("head.w", d, c.vocab));
+  const Norm lnf = norm_params("lnf");
+  m.logits = xgrad::matmul(norm(x, lnf), weight("head.w", d, c.vocab));
   m.loss = xgrad::cross_entropy(m.logits, m.targets);
   return m;
 }

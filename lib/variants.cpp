@@ -8,6 +8,7 @@
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/layer_norm.hpp>
+#include <xgrad/ops/rms_norm.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/slice.hpp>
@@ -121,6 +122,7 @@ const char* qk_norm_name(QkNorm kind) {
   switch (kind) {
     case QkNorm::none: return "none";
     case QkNorm::layer: return "layer";
+    case QkNorm::rms: return "rms";
   }
   return "?";
 }
@@ -138,8 +140,8 @@ Var<T> qk_norm(const Var<T>& x, const Var<T>& gain, QkNorm kind, double eps) {
   if (!(eps >= 0) || !std::isfinite(eps)) {
     throw error(std::string("qk_norm (") + qk_norm_name(kind) + "): eps must be finite and >= 0, got " + number_str(eps));
   }
-  // One case per kind (rms: `case QkNorm::rms: return rms_norm(x, gain, eps);`).
   switch (kind) {
+    case QkNorm::rms: return rms_norm(x, gain, eps);
     case QkNorm::layer: return layer_norm(x, gain, x.graph().constant("qk_norm.beta", xt::zeros<T>(gs)), eps);
     case QkNorm::none: break;
   }

@@ -68,17 +68,18 @@ Var<T> softcap(const Var<T>& x, double cap);
 enum class QkNorm {
   none,   // q and k as they are
   layer,  // layer_norm(x, gain, 0, eps): bias-free, as ViT-22B's LayerNorms
-  // rms: rms_norm(x, gain, eps), one case in qk_norm() once ops/rms_norm lands.
+  rms,    // rms_norm(x, gain, eps): x / sqrt(mean(x^2) + eps) gain, as OLMo 2's and Gemma 3's
 };
 
 // x (..., d_head) normalised over its last axis by `kind`, times gain (d_head): for layer,
-// (x - mean) / sqrt(var + eps) gain (layer_norm with a zero beta constant). none returns x
+// (x - mean) / sqrt(var + eps) gain (layer_norm with a zero beta constant); for rms,
+// x / sqrt(mean(x^2) + eps) gain (rms_norm). none returns x
 // (no node; gain unused and may be empty). Throws xgrad::error naming the shapes if gain is
 // empty, of another graph or not (d_head), or as layer_norm does (rank 0, d_head = 0, eps).
 template <class T>
 Var<T> qk_norm(const Var<T>& x, const Var<T>& gain, QkNorm kind, double eps = 1e-5);
 
-// "none", "layer": for messages and metadata.
+// "none", "layer", "rms": for messages and metadata.
 const char* qk_norm_name(QkNorm kind);
 
 }  // namespace xgrad

@@ -1,11 +1,14 @@
 // ONNX import rules: elementwise arithmetic and activations (lib/onnx/reader.hpp).
 #include <xgrad/lib/onnx/reader.hpp>
 
+#include <cmath>
+
 #include <xtensor/xbroadcast.hpp>
 
 #include <xgrad/lib/format.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/pow.hpp>
 #include <xgrad/ops/scale.hpp>
 
 namespace xgrad::onnx_rules {
@@ -160,7 +163,8 @@ bool build_pow(NodeReader<T>& r) {
   else if (p == 0.5) y = sqrt(x);
   else if (p == -1) y = div(r.scalar(1), x);
   else if (p == -0.5) y = div(r.scalar(1), sqrt(x));
-  else r.fail("exponent " + number_str(p) + " is not supported (1, 2, 3, 0.5, -1, -0.5)");
+  else if (std::isfinite(p)) y = pow(x, p);
+  else r.fail("exponent " + number_str(p) + " is not supported (a finite number)");
   r.set_output(0, y);
   return true;
 }

@@ -1,6 +1,7 @@
 // ONNX import rules: casts, comparisons, logic and Where (lib/onnx/reader.hpp). Comparisons and
-// logic of values known at import are computed at import; bool values given at run time (mask
-// graph inputs) are 0 and 1 floats in the graph, which Not, And, Or, Cast and Where read.
+// logic of values known at import are computed at import; bool values computed at run time
+// (mask graph inputs, comparisons of run-time values) are masks of 0 and 1 in the graph, which
+// Not, And, Or, Cast and Where read.
 #include <xgrad/lib/onnx/reader.hpp>
 
 #include <cmath>
@@ -72,6 +73,24 @@ bool build_cast(NodeReader<T>& r) {
   return true;
 }
 
+// Equal, Less, Greater, LessOrEqual and GreaterOrEqual of values computed at run time: the
+// comparison ops, masks of 1 and 0 that Where, Not, And, Or and Cast read as bool; no gradient
+// flows through them.
+template <class T>
+bool build_compare(NodeReader<T>& r) {
+  const Var<T> a = r.var(0), b = r.var(1);
+  if (!broadcast_shapes(a.shape(), b.shape())) {
+    r.fail("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) + " do not broadcast");
+  }
+  const std::string& op = r.op();
+  if (op == "Equal") r.set_output(0, equal(a, b));
+  else if (op == "Less") r.set_output(0, less(a, b));
+  else if (op == "Greater") r.set_output(0, greater(a, b));
+  else if (op == "LessOrEqual") r.set_output(0, less_equal(a, b));
+  else r.set_output(0, greater_equal(a, b));
+  return true;
+}
+
 template <class T>
 bool fold_compare(NodeReader<T>& r) {
   r.set_output(0, fold_binary(r, r.op(), r.known_copy(0), r.known_copy(1)), r.any_from_int_input());
@@ -87,8 +106,8 @@ bool fold_not(NodeReader<T>& r) {
   return true;
 }
 
-// Not, And and Or of bool values given at run time (masks): 1 - x, x y and max(x, y). Any other
-// input must be known at import (the error names the one that is not).
+// Not, And and Or of bool values computed at run time (mask inputs, comparisons): the logic ops.
+// Any other input must be known at import (the error names the one that is not).
 template <class T>
 bool build_logic(NodeReader<T>& r) {
   const std::size_t arity = r.op() == "Not" ? 1 : 2;
@@ -98,8 +117,8 @@ bool build_logic(NodeReader<T>& r) {
     for (std::size_t k = 0; k < r.input_count(); ++k) r.known(k);
     return false;
   }
-  if (r.op() == "Not") r.set_output(0, sub(r.scalar(1), r.var(0)));
-  else r.set_output(0, r.op() == "And" ? mul(r.var(0), r.var(1)) : maximum(r.var(0), r.var(1)));
+  if (r.op() == "Not") r.set_output(0, logical_not(r.var(0)));
+  else r.set_output(0, r.op() == "And" ? logical_and(r.var(0), r.var(1)) : logical_or(r.var(0), r.var(1)));
   return true;
 }
 
@@ -164,11 +183,11 @@ std::vector<ImportRule<T>> logic_rules() {
       {"Cast", 1, {}, build_cast<T>, fold_cast<T>, 0},
       {"CastLike", 15, {1}, build_cast<T>, fold_cast<T>, 0},
       {"Where", 9, {0}, build_where<T>, fold_where<T>, 0},
-      {"Equal", 1, {}, nullptr, fold_compare<T>, legacy_broadcast},
-      {"Less", 1, {}, nullptr, fold_compare<T>, legacy_broadcast},
-      {"Greater", 1, {}, nullptr, fold_compare<T>, legacy_broadcast},
-      {"LessOrEqual", 12, {}, nullptr, fold_compare<T>, 0},
-      {"GreaterOrEqual", 12, {}, nullptr, fold_compare<T>, 0},
+      {"Equal", 1, {}, build_compare<T>, fold_compare<T>, legacy_broadcast | makes_bool},
+      {"Less", 1, {}, build_compare<T>, fold_compare<T>, legacy_broadcast | makes_bool},
+      {"Greater", 1, {}, build_compare<T>, fold_compare<T>, legacy_broadcast | makes_bool},
+      {"LessOrEqual", 12, {}, build_compare<T>, fold_compare<T>, makes_bool},
+      {"GreaterOrEqual", 12, {}, build_compare<T>, fold_compare<T>, makes_bool},
       {"Xor", 1, {}, nullptr, fold_compare<T>, legacy_broadcast},
       {"And", 1, {}, build_logic<T>, fold_compare<T>, keeps_bool | legacy_broadcast},
       {"Or", 1, {}, build_logic<T>, fold_compare<T>, keeps_bool | legacy_broadcast},

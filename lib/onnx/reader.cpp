@@ -88,12 +88,13 @@ void NodeReader<T>::run_node(const onnx::NodeProto& n, std::size_t index) {
   m_ctx = nullptr;
 }
 
-// A bool run-time value moved or combined by a shape op, a cast to bool or logic stays a
-// condition (its outputs are bool too).
+// A comparison of run-time values is a condition, and so stays a bool run-time value moved or
+// combined by a shape op, a cast to bool or logic (its outputs are bool too).
 template <class T>
 void NodeReader<T>::mark_bool_outputs(const ImportRule<T>& rule) {
-  if (!has_input(0) || !input(0).is_bool) return;
-  bool stays = (rule.flags & keeps_bool) != 0;
+  const bool makes = (rule.flags & makes_bool) != 0;
+  if (!makes && (!has_input(0) || !input(0).is_bool)) return;
+  bool stays = makes || (rule.flags & keeps_bool) != 0;
   if (op() == "Cast") stays = attr_int("to", 0) == TensorProto::BOOL;
   if (!stays) return;
   for (const std::string& o : m_ctx->n.output()) {

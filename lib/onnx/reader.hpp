@@ -108,6 +108,7 @@ enum RuleFlags : unsigned {
   shape_only = 1,        // fold reads its inputs' shapes only, known even when the values are not
   keeps_bool = 2,        // moves or combines a bool run-time value: its outputs stay bool
   legacy_broadcast = 4,  // takes the `broadcast` attribute of opsets before 7 (refused when set)
+  makes_bool = 8,        // its output built at run time is bool (a comparison's mask)
 };
 template <class T>
 struct ImportRule {

@@ -127,6 +127,68 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_is_the_uninterrupted_run_bit_for_bit) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(every_attention_variant_trains_logs_and_resumes_bit_for_bit) {
+  // Each variant alone and all together: the run trains (finite losses, falling), logs its
+  // heads' entropies, stores the variant in the checkpoint's metadata, and a resumed run is the
+  // uninterrupted one bit for bit.
+  Sandbox box;
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "the quick brown fox " + std::to_string(i * 7919 % 1000) + " jumps.\n";
+  write_text(box.dir / "corpus.txt", text);
+  const std::string model =
+      " --data corpus.txt --layers 2 --heads 4 --d-model 16 --block 8 --batch 4 --eval-every 5 --eval-batches 2"
+      " --lr 3e-3 --warmup 4";
+  const std::pair<std::string, std::map<std::string, std::string>> variants[] = {
+      {" --rope", {{"rope", "1"}}},
+      {" --kv-heads 2", {{"kv_heads", "2"}}},
+      {" --norm rms", {{"norm", "rms"}}},
+      {" --qk-norm", {{"qk_norm", "1"}}},
+      {" --softcap 2", {{"softcap", "2"}}},
+      {" --window 3", {{"window", "3"}}},
+      {" --attn sigmoid", {{"attn", "sigmoid"}}},
+      {" --rope --kv-heads 1 --norm rms --qk-norm --softcap 5 --window 4 --attn sigmoid",
+       {{"rope", "1"}, {"kv_heads", "1"}, {"norm", "rms"}, {"qk_norm", "1"}, {"softcap", "5"}, {"window", "4"}, {"attn", "sigmoid"}}},
+  };
+  for (const auto& [flags, keys] : variants) {
+    BOOST_TEST_CONTEXT(flags) {
+      const auto run = [&](const std::string& args) {
+        const Run r = box.shell("exec '" XGRAD_CHAR_GPT "'" + model + flags + args);
+        BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+        return r.out;
+      };
+      const std::string whole = run(" --steps 20 --save whole.safetensors --log log.csv");
+      run(" --steps 10 --decay-steps 20 --save half.safetensors");
+      const std::string resumed = run(" --resume half.safetensors --steps 20 --save resumed.safetensors");
+      const StoredCheckpoint a = read_checkpoint(box.path("whole.safetensors"));
+      const StoredCheckpoint b = read_checkpoint(box.path("resumed.safetensors"));
+      for (const auto& [key, value] : keys) BOOST_TEST(a.metadata.at(key) == value, key);
+      BOOST_TEST_REQUIRE(a.tensors.size() == b.tensors.size());
+      for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+        BOOST_TEST(same_bits(a.tensors[i].second.values, b.tensors[i].second.values), a.tensors[i].first);
+      }
+      // The log: a row per evaluation, every head's entropy a number in [0, 1].
+      const std::string log = read_text(box.dir / "log.csv");
+      BOOST_TEST(log.find("entropy_l1_h3") != std::string::npos);
+      std::istringstream rows(log);
+      std::string header, row;
+      std::getline(rows, header);
+      std::size_t n = 0;
+      double first_loss = 0, last_loss = 0;
+      while (std::getline(rows, row)) {
+        std::vector<double> v;
+        std::istringstream cells(row);
+        for (std::string cell; std::getline(cells, cell, ',');) v.push_back(std::stod(cell));
+        BOOST_TEST_REQUIRE(v.size() == 4u + 8u + 2u + 2u);
+        for (std::size_t k = 4; k < 12; ++k) BOOST_TEST((v[k] >= 0 && v[k] <= 1), "entropy " << v[k]);
+        (n++ == 0 ? first_loss : last_loss) = v[1];
+      }
+      BOOST_TEST(n == 5u);
+      BOOST_TEST(std::isfinite(last_loss));
+      BOOST_TEST(last_loss < first_loss);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
   Sandbox box;
   write_text(box.dir / "tiny.txt", "abc");
@@ -144,6 +206,16 @@ BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
   refused("--dropout 1", "--dropout needs a number in [0, 1), not '1'");
   refused("--lr nan", "--lr needs a number >= 0, not 'nan'");
   refused("--dtype half", "--dtype must be float32|float64, not 'half'");
+  // The attention variants (issue 31).
+  refused("--kv-heads 3", "--kv-heads 3 does not divide --heads 4");
+  refused("--kv-heads 0", "--kv-heads needs a whole number from 1 to 1024, not '0'");
+  refused("--window 0", "--window needs a whole number from 1 to 65536, not '0'");
+  refused("--softcap 0", "--softcap needs a number > 0, not '0'");
+  refused("--softcap -1", "--softcap needs a number > 0, not '-1'");
+  refused("--softcap nan", "--softcap needs a number > 0, not 'nan'");
+  refused("--norm batch", "--norm must be layer|rms, not 'batch'");
+  refused("--attn relu", "--attn must be softmax|sigmoid, not 'relu'");
+  refused("--rope --d-model 12 --heads 4", "--rope needs an even head dimension, --d-model / --heads is 3");
   refused("--save out.pt", "--save needs a .safetensors or .npz file, not 'out.pt'");
   refused("--data missing.txt", "--data missing.txt: no such file");
   refused("--data tiny.txt", "tiny.txt has 3 bytes: its last 10% must hold a window of --block 64 tokens and one more");
@@ -154,6 +226,10 @@ BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
   BOOST_TEST_REQUIRE(saved.rc == 0, saved.err);
   refused("--data corpus.txt --resume c.safetensors --layers 2 --steps 2",
           "--layers differs from the layers of c.safetensors (1): a resumed run keeps its model, data and schedule");
+  refused("--data corpus.txt --resume c.safetensors --qk-norm --steps 2",
+          "--qk-norm differs from the qk_norm of c.safetensors (0): a resumed run keeps its model, data and schedule");
+  refused("--data corpus.txt --resume c.safetensors --attn sigmoid --steps 2",
+          "--attn differs from the attn of c.safetensors (softmax)");
   save_tensors<float>(box.path("other.safetensors"), {{"w", xt::zeros<float>({2})}}, {{"d_model", "16"}});
   refused("--data corpus.txt --resume other.safetensors", "other.safetensors is not a char_gpt checkpoint: its metadata has no 'program'");
   // A checkpoint without a tensor the model needs, or with a malformed generator state.
@@ -177,7 +253,8 @@ BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
   BOOST_TEST(help.out.find("usage: char_gpt") == 0);
   for (const char* option : {"--layers", "--heads", "--d-model", "--block", "--batch", "--steps", "--lr", "--warmup",
                              "--dropout", "--weight-decay", "--seed", "--dtype", "--eval-every", "--data", "--save",
-                             "--resume", "--sample", "--log", "--plot"}) {
+                             "--resume", "--sample", "--log", "--plot", "--rope", "--kv-heads", "--norm", "--qk-norm",
+                             "--softcap", "--window", "--attn"}) {
     BOOST_TEST(help.out.find(std::string("  ") + option + " ") != std::string::npos, option);
   }
 }

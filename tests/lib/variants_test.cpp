@@ -180,6 +180,19 @@ BOOST_AUTO_TEST_CASE(softcap_rejects_a_cap_not_finite_and_positive) {
   BOOST_TEST(g.size() == nodes);
 }
 
+BOOST_AUTO_TEST_CASE(qk_norm_rms_is_rms_norm_and_matches_its_pytorch_formula) {
+  Graph<double> g;
+  const auto x = g.input("x", torch_fixture("rms_norm_x"));  // (2, 3, 5), a row of zeros among them
+  const auto gain = g.parameter("gain", torch_fixture("rms_norm_gamma"));
+  const auto y = qk_norm(x, gain, QkNorm::rms);
+  check_close(y.value(), torch_fixture("rms_norm_y"));
+  BOOST_TEST(y.node().op_name() == "rms_norm");
+  const auto grads = grad(y, {x, gain}, torch_fixture("rms_norm_u"));
+  check_close(grads[0].value(), torch_fixture("rms_norm_grad_x"));
+  check_close(grads[1].value(), torch_fixture("rms_norm_grad_gamma"));
+  BOOST_TEST(std::string(qk_norm_name(QkNorm::rms)) == "rms");
+}
+
 BOOST_AUTO_TEST_CASE(qk_norm_layer_matches_a_bias_free_pytorch_layer_norm) {
   Graph<double> g;
   const auto x = g.input("x", torch_fixture("variants_qk_norm_x"));  // (2, 3, 4, 6): (B, H, T, d_head)

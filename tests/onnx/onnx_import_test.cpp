@@ -605,6 +605,41 @@ BOOST_AUTO_TEST_CASE(large_values_are_refused_before_they_are_allocated) {
 }
 
 
+BOOST_AUTO_TEST_CASE(comparisons_of_run_time_values_are_masks_and_pow_takes_any_finite_exponent) {
+  // y = Where(x < w, x, 0)^2.5 + Not(x < w): the comparison of a run-time input and a parameter is
+  // a mask (no gradient through it), Where and Not read it, Pow 2.5 is the pow op.
+  auto m = test::empty_model({{"x", onnx::TensorProto::DOUBLE, {4}}});
+  test::add_initializer(m, "w", {1.0f, 1.0f, 3.0f, 3.0f});
+  test::add_initializer(m, "zero", {0.0f});
+  test::add_initializer(m, "p", {2.5f});
+  test::set_int(test::add_node(m, "Cast", {"w"}, {"wd"}), "to", onnx::TensorProto::DOUBLE);
+  test::set_int(test::add_node(m, "Cast", {"zero"}, {"zd"}), "to", onnx::TensorProto::DOUBLE);
+  test::add_node(m, "Less", {"x", "wd"}, {"below"});
+  test::add_node(m, "Where", {"below", "x", "zd"}, {"kept"});
+  test::add_node(m, "Pow", {"kept", "p"}, {"powered"});
+  test::add_node(m, "Not", {"below"}, {"above"});
+  test::set_int(test::add_node(m, "Cast", {"above"}, {"above_d"}), "to", onnx::TensorProto::DOUBLE);
+  test::add_node(m, "Add", {"powered", "above_d"}, {"y"});
+  OnnxImportOptions o;
+  o.inputs["x"] = OnnxTensor{"float64", xt::xarray<double>{0.5, 2.0, 2.0, 4.0}, {}};
+  o.gradients = true;
+  const auto g = import_onnx_bytes<double>(m.SerializeAsString(), "m.onnx", o);
+  const xt::xarray<double> y = g->var(g->outputs().at("y")).value();
+  const xt::xarray<double> want = {std::pow(0.5, 2.5), 1.0, std::pow(2.0, 2.5), 1.0};
+  BOOST_TEST(y == want);
+  const xt::xarray<double> gx = g->var(g->grads().at("x")).value();
+  const xt::xarray<double> want_gx = {2.5 * std::pow(0.5, 1.5), 0.0, 2.5 * std::pow(2.0, 1.5), 0.0};
+  BOOST_TEST(gx == want_gx);
+  BOOST_TEST(xt::all(xt::equal(g->var(g->grads().at("w")).value(), 0.0)));  // through the comparison only
+  bool has_less = false, has_pow = false;
+  for (std::size_t id = 0; id < g->size(); ++id) {
+    has_less = has_less || g->node(id).op_name() == "less";
+    has_pow = has_pow || g->node(id).op_name() == "pow";
+  }
+  BOOST_TEST(has_less);
+  BOOST_TEST(has_pow);
+}
+
 BOOST_AUTO_TEST_CASE(tile_of_a_run_time_value_repeats_it_and_sums_the_copies_gradients) {
   // x (2, 3) tiled (2, 2) -> (4, 6) as numpy.tile; each element is copied 4 times, so
   // d sum(y) / dx = 4 everywhere.
