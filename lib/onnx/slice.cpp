@@ -12,6 +12,7 @@
 #include <xgrad/ops/pad.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/slice.hpp>
+#include <xgrad/ops/split.hpp>
 
 namespace xgrad::onnx_rules {
 
@@ -233,12 +234,12 @@ bool build_split(NodeReader<T>& r) {
   const Var<T> x = r.var(0);
   const Shape s = x.shape();
   const auto [axis, sizes] = split_sizes(r, s);
-  std::size_t begin = 0;
-  for (std::size_t k = 0; k < sizes.size(); ++k) {
-    const std::size_t len = sizes[k];
-    r.set_output(k, len == s[axis] ? x : slice(x, static_cast<long>(axis), begin, begin + len));
-    begin += len;
+  if (sizes.size() == 1) {
+    r.set_output(0, x);
+    return true;
   }
+  const std::vector<Var<T>> parts = xgrad::split(x, sizes, static_cast<long>(axis));
+  for (std::size_t k = 0; k < parts.size(); ++k) r.set_output(k, parts[k]);
   return true;
 }
 
