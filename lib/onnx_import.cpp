@@ -218,7 +218,8 @@ class Importer : NodeReader<T> {
   }
 
   // The values the outputs depend on through the data inputs of ops (every input but those their
-  // rule reads at import) that are not computed at import only (no build). An op without a rule
+  // rule reads at import) that are neither computed at import only (no build) nor comparisons
+  // (makes_bool: no gradient flows through them, so an initializer read by one stays a value). An op without a rule
   // stops the import at its node; until then its inputs count as data.
   std::set<std::string> live_values(const onnx::GraphProto& graph) const {
     std::set<std::string> live;
@@ -227,7 +228,7 @@ class Importer : NodeReader<T> {
       const onnx::NodeProto& n = graph.node(i);
       if (!(n.domain().empty() || n.domain() == "ai.onnx")) continue;
       const ImportRule<T>* rule = find_rule<T>(n.op_type());
-      if (rule && !rule->build) continue;
+      if (rule && (!rule->build || (rule->flags & makes_bool))) continue;  // no gradient flows back
       if (n.op_type() == "Cast") {
         const auto* to = find_attr(n, "to");
         if (!to || (to->i() != TensorProto::FLOAT && to->i() != TensorProto::DOUBLE)) continue;  // not a float out
