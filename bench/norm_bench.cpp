@@ -1,6 +1,6 @@
 // layer_norm beside rms_norm and rope: the time per element of each one's forward, and of forward
 // and backward, over the last axis of activations (B, T, d) at the shapes they normalise (rope:
-// rotates, at the positions 0 .. T - 1; its nodes are composed, so it is several passes).
+// rotates, at the positions 0 .. T - 1: a table of sines and cosines per position, then one pass).
 //
 // Benchmarks, named norm/<op>/<mode>/<dtype>/<B>x<T>x<d>/threads:1:
 //   fwd      replay of a graph holding the norm node (layer_norm(x, gamma, beta) or rms_norm(x, gamma)),

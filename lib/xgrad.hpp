@@ -43,6 +43,7 @@
 #include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/rms_norm.hpp>
+#include <xgrad/ops/rope.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>

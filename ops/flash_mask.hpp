@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <xgrad/ops/flash_attention.hpp>
-#include <xgrad/ops/kernels/vector_tanh.hpp>
+#include <xgrad/ops/kernels/vector_math.hpp>
 
 namespace xgrad::detail {
 
@@ -185,7 +185,7 @@ class FlashMaskRows {
 };
 
 // The soft-cap c(s) = cap tanh(s / cap) in place over n scores (inv_cap: 1 / cap rounded to T,
-// as the composed scale(tanh(scale(s, 1 / cap)), cap) rounds it; tanh by vector_tanh, within a
+// as the composed scale(tanh(scale(s, 1 / cap)), cap) rounds it; tanh by vector_tanh (ops/kernels/vector_math), within a
 // few ulp of std::tanh); with `derivative` (n numbers), c'(s) = 1 - tanh^2(s / cap) there too
 // (the VJP's).
 template <class T>

@@ -19,6 +19,7 @@
 #include <xgrad/ops/pow.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/rms_norm.hpp>
+#include <xgrad/ops/rope.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
@@ -62,6 +63,7 @@ const Entry registry[] = {
     {"reshape", make_reshape_op},
     {"rms_norm", make_rms_norm_op},
     {"rms_norm_vjp", make_rms_norm_vjp_op},
+    {"rope", make_rope_op},
     {"scale", make_scale_op},
     {"slice", make_slice_op},
     {"softmax", make_softmax_op},

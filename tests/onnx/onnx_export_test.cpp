@@ -247,6 +247,9 @@ void build_every_op(Graph<T>& g) {
       {"layer_norm_1d", layer_norm(gamma, gamma, beta, 1e-3)},
       {"rms_norm", rms_norm(x, gamma)},
       {"rms_norm_1d", rms_norm(beta, gamma, 1e-3)},
+      // positions a parameter (its gradient exported too): (3) over x (2, 3, 4), and (2, 1).
+      {"rope", rope(x, slice(beta, 0, 0, 3))},
+      {"rope_batch", rope(x, scale(slice(slice(table, 0, 0, 2), 1, 0, 1), 7.0), 500.0)},
       {"flash_attention", fused_attention(x, add(x, scale(x, 0.5)), s)},
   };
   Var<T> total;

@@ -563,12 +563,12 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-31 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 32, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-32 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 33, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
     if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
-    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || (op >= 23 && op <= 29))) op = 16;
+    if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || (op >= 23 && op <= 29) || op == 32)) op = 16;
     if (op >= general && op < general + unary) {
       const UnaryRow& row = unary_rows[op - general];
       const Var<double> in = row.domain == elementwise::Domain::positive ? positive_leaf(s)
@@ -939,6 +939,41 @@ class RandomGraph {
         Ref y = ref(in);
         for (auto& e : y.data) e = std::pow(e, p);
         return add_ref(pow(in, p), y);
+      }
+      case 32: {  // rope over the last axis (x doubled along it by concat if odd; rank 1 x made (1, n)), positions broadcasting
+        Var<double> in = x;
+        Ref rin = rx;
+        if (r < 2) {
+          in = reshape(x, {1, s.empty() ? 1 : s[0]});
+          rin.shape = in.shape();
+          add_ref(in, rin);
+        }
+        if (in.shape().back() % 2 != 0) {
+          const Ref half = rin;
+          in = concat(std::vector<Var<double>>{in, in}, -1);
+          rin = ref_concat({half, half}, half.shape.size() - 1);
+          add_ref(in, rin);
+        }
+        const Shape is = in.shape(), lead(is.begin(), is.end() - 1);
+        Shape ps(lead.begin() + static_cast<long>(pick(0, lead.size() - 1)), lead.end());
+        for (auto& d : ps) {
+          if (pick(0, 2) == 0) d = 1;
+        }
+        const Var<double> positions = node_or_leaf_like(ps);
+        const Ref rp = ref(positions);
+        const double base = pick(0, 1) ? 10000.0 : 3.0;
+        const std::size_t d = is.back(), h = d / 2;
+        Ref y = rin;
+        for (std::size_t row = 0; row < rin.data.size() / d; ++row) {
+          const double p = rp.data[broadcast_source(row, lead, ps)];
+          for (std::size_t i = 0; i < h; ++i) {
+            const double a = p * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+            const double x1 = rin.data[row * d + i], x2 = rin.data[row * d + i + h];
+            y.data[row * d + i] = x1 * std::cos(a) - x2 * std::sin(a);
+            y.data[row * d + i + h] = x2 * std::cos(a) + x1 * std::sin(a);
+          }
+        }
+        return add_ref(rope(in, positions, base), y);
       }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;

@@ -1,9 +1,11 @@
-// tanh over arrays (ops/kernels/vector_tanh.hpp): accuracy, IEEE edges, and bits that do not
-// depend on an element's place in the array.
+// tanh, sin and cos over arrays (ops/kernels/vector_math.hpp): accuracy, IEEE edges, and bits
+// that do not depend on an element's place in the array.
 #include "../../check.hpp"
 
-#include <xgrad/ops/kernels/vector_tanh.hpp>
+#include <xgrad/ops/kernels/vector_math.hpp>
 
+using xgrad::detail::vector_cos;
+using xgrad::detail::vector_sin;
 using xgrad::detail::vector_tanh;
 
 namespace {
@@ -25,19 +27,20 @@ std::vector<T> grid(double lo, double hi, std::size_t n) {
   return x;
 }
 
-// The worst ulps of vector_tanh over x against tanh in the wider type W, rounded to T.
+// The worst ulps of vector_f over x against f in the wider type W, rounded to T (tanh unless said).
 template <class T, class W>
-double worst_ulps(const std::vector<T>& x) {
+double worst_ulps(const std::vector<T>& x, void (*vector_f)(const T*, T*, std::size_t) = vector_tanh,
+                  W (*f)(W) = std::tanh) {
   std::vector<T> y(x.size());
-  vector_tanh(x.data(), y.data(), x.size());
+  vector_f(x.data(), y.data(), x.size());
   double worst = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, ulps(y[i], static_cast<T>(std::tanh(W(x[i])))));
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, ulps(y[i], static_cast<T>(f(W(x[i])))));
   return worst;
 }
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(vector_tanh_kernel)
+BOOST_AUTO_TEST_SUITE(vector_math_kernel)
 
 BOOST_AUTO_TEST_CASE(float_is_within_two_ulp_of_the_correctly_rounded_tanh) {
   // float's tanh rounded from double's. The grid covers the small arguments (tanh x ~ x), the
@@ -61,6 +64,27 @@ BOOST_AUTO_TEST_CASE(double_is_within_four_ulp_of_tanh_in_long_double) {
   BOOST_TEST(tiny <= 4.0);
 }
 
+// The worst ulps of sin or cos over rope's angles: positions up to thousands times frequencies
+// up to 1, and the small angles of its low frequencies (sin near its zeros counts too).
+template <class T, class W>
+double worst_trig_ulps(void (*vector_f)(const T*, T*, std::size_t), W (*f)(W)) {
+  return std::max(worst_ulps<T, W>(grid<T>(-1e4, 1e4, 1000001), vector_f, f),
+                  worst_ulps<T, W>(grid<T>(-1, 1, 100001), vector_f, f));
+}
+
+BOOST_AUTO_TEST_CASE(sin_and_cos_are_within_two_ulp_in_float_and_four_in_double) {
+  const double sin_f = worst_trig_ulps<float, double>(vector_sin, std::sin);
+  const double cos_f = worst_trig_ulps<float, double>(vector_cos, std::cos);
+  const double sin_d = worst_trig_ulps<double, long double>(vector_sin, std::sin);
+  const double cos_d = worst_trig_ulps<double, long double>(vector_cos, std::cos);
+  BOOST_TEST_MESSAGE("sin: float " << sin_f << ", double " << sin_d << " ulp; cos: float " << cos_f << ", double "
+                                   << cos_d << " ulp");
+  BOOST_TEST(sin_f <= 2.0);
+  BOOST_TEST(cos_f <= 2.0);
+  BOOST_TEST(sin_d <= 4.0);
+  BOOST_TEST(cos_d <= 4.0);
+}
+
 BOOST_AUTO_TEST_CASE(ieee_edges) {
   const auto check = [](auto zero) {
     using T = decltype(zero);
@@ -75,6 +99,12 @@ BOOST_AUTO_TEST_CASE(ieee_edges) {
     BOOST_TEST((y[4] == T(0) && std::signbit(y[4])));
     BOOST_TEST(y[5] == T(1));
     BOOST_TEST(y[6] == T(-1));
+    std::vector<T> s(x.size()), c(x.size());
+    vector_sin(x.data(), s.data(), x.size());
+    vector_cos(x.data(), c.data(), x.size());
+    for (std::size_t i = 0; i < 3; ++i) BOOST_TEST((std::isnan(s[i]) && std::isnan(c[i])), "at " << x[i]);
+    BOOST_TEST((s[3] == T(0) && !std::signbit(s[3]) && c[3] == T(1)));
+    BOOST_TEST((s[4] == T(0) && std::signbit(s[4]) && c[4] == T(1)));
   };
   check(0.0f);
   check(0.0);
@@ -102,9 +132,9 @@ BOOST_AUTO_TEST_CASE(an_elements_bits_do_not_depend_on_its_place) {
 
 BOOST_AUTO_TEST_CASE(runs_libmvec_at_the_widest_width_the_cpu_has) {
 #if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
-  BOOST_TEST(std::string(xgrad::detail::vector_tanh_kind()) == (__builtin_cpu_supports("avx2") ? "avx2" : "sse2"));
+  BOOST_TEST(std::string(xgrad::detail::vector_math_kind()) == (__builtin_cpu_supports("avx2") ? "avx2" : "sse2"));
 #else
-  BOOST_TEST(std::string(xgrad::detail::vector_tanh_kind()) == "scalar");
+  BOOST_TEST(std::string(xgrad::detail::vector_math_kind()) == "scalar");
 #endif
 }
 
