@@ -9,6 +9,8 @@
 #include <xgrad/lib/optim.hpp>
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/elementwise.hpp>
+#include <xgrad/ops/flash_attention.hpp>
+#include <xgrad/ops/flash_mask.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/matmul.hpp>
 #include <xgrad/ops/permute.hpp>
@@ -29,11 +31,36 @@ struct VariantPlan {
   Shape scores;
 };
 
+// The variants flash_attention has not, refused with impl fused: a bias (or the block's ALiBi),
+// sigmoid weights, a mask that is not a key-padding mask for the scores (B..., Hq, T_q, T_k).
+template <class T>
+void check_fused(const std::string& who, const VariantOptions<T>& o, bool alibi, const Shape& scores) {
+  if (o.bias.valid() || alibi) {
+    throw error(who + ": impl fused has no additive bias (ALiBi), got " +
+                (alibi ? std::string("alibi = true") : "a bias " + shape_str(o.bias.shape())) +
+                ": use AttentionImpl::composed");
+  }
+  if (o.weights != AttentionWeights::softmax) {
+    throw error(who + ": impl fused has softmax weights only (its online softmax normalises each row), got " +
+                attention_weights_name(o.weights) + " weights: use AttentionImpl::composed");
+  }
+  const Shape batch(scores.begin(), scores.end() - 2);
+  if (o.mask.valid() && !detail::fits_key_mask(o.mask.shape(), batch, scores.back())) {
+    Shape expected = batch;
+    expected.insert(expected.end(), {1, scores.back()});
+    throw error(who + ": impl fused takes a key-padding mask (B..., 1, T_k) broadcasting to " + shape_str(expected) +
+                " (key_padding_mask), not the mask " + shape_str(o.mask.shape()) + " for the scores " +
+                shape_str(scores) + ": for a causal mask or a sliding window set causal = true and window instead; "
+                "other masks: use AttentionImpl::composed");
+  }
+}
+
 // Every check of variant_attention on the shapes of q, k, v (those the block will build, too),
-// before the first node. The options' Vars must be of `graph` (named after `first`).
+// before the first node; `alibi`: the block adds an ALiBi bias to o.bias. The options' Vars
+// must be of the graph of q (check_option_graphs).
 template <class T>
 VariantPlan check_variant(const std::string& who, const Shape& q, const Shape& k, const Shape& v,
-                          const VariantOptions<T>& o) {
+                          const VariantOptions<T>& o, bool alibi = false) {
   const auto all = [&] { return "q is " + shape_str(q) + ", k is " + shape_str(k) + ", v is " + shape_str(v); };
   const std::size_t r = q.size();
   if (r < 3 || k.size() != r || v.size() != r) {
@@ -68,7 +95,10 @@ VariantPlan check_variant(const std::string& who, const Shape& q, const Shape& k
   }
   plan.scores = Shape(q.begin(), q.end() - 1);
   plan.scores.push_back(t_k);
-  detail::check_elements(plan.scores, who + ": the scores " + shape_str(plan.scores) + " (B..., Hq, T_q, T_k)");
+  const bool fused = o.impl == AttentionImpl::fused;
+  if (!fused) {  // the fused attention holds no scores, only tiles of them
+    detail::check_elements(plan.scores, who + ": the scores " + shape_str(plan.scores) + " (B..., Hq, T_q, T_k)");
+  }
   if (o.scale) {
     if (!std::isfinite(*o.scale)) throw error(who + ": the scale must be finite, got " + number_str(*o.scale));
     plan.scale = *o.scale;
@@ -92,6 +122,12 @@ VariantPlan check_variant(const std::string& who, const Shape& q, const Shape& k
   if (o.sigmoid_bias && !std::isfinite(*o.sigmoid_bias)) {
     throw error(who + ": sigmoid_bias must be finite, got " + number_str(*o.sigmoid_bias));
   }
+  if (o.window > 0 && !o.causal) {
+    throw error(who + ": window = " + std::to_string(o.window) + " is a causal sliding window (query i sees the keys j "
+                "with i' - window < j <= i', i' = i + T_k - T_q): set causal = true too; a bidirectional window is not "
+                "supported");
+  }
+  if (fused) check_fused(who, o, alibi, plan.scores);
   plan.sigmoid_bias = o.sigmoid_bias ? *o.sigmoid_bias : -std::log(static_cast<double>(t_k));
   return plan;
 }
@@ -109,20 +145,33 @@ VariantAttentionNodes<T> build_variant(const Var<T>& q, const Var<T>& k, const V
                                        const VariantPlan& plan) {
   VariantAttentionNodes<T> a;
   const Var<T> k2 = repeat_kv(k, plan.groups), v2 = repeat_kv(v, plan.groups);
+  if (o.impl == AttentionImpl::fused) {  // scores, logits, weights stay empty: no node holds them
+    a.output = flash_attention(q, k2, v2, plan.scale, FlashMask<T>{o.causal, o.mask, o.window}, o.softcap).out;
+    return a;
+  }
+  Var<T> mask = o.mask;
+  if (o.causal) {  // a constant; the caller's mask stays an input, so a new value of a mask leaf is read
+    const std::size_t t_q = plan.scores[plan.scores.size() - 2], t_k = plan.scores.back();
+    const bool windowed = o.window > 0;
+    const Var<T> fixed = q.graph().constant(
+        windowed ? "sliding_window_mask" : "causal_mask",
+        xt::cast<T>(windowed ? sliding_window_mask(t_q, t_k, o.window) : causal_mask(t_q, t_k)));
+    mask = mask.valid() ? logical_and(mask, fixed) : fixed;
+  }
   const Var<T> scaled_q = scale(q, plan.scale);  // (scale q) k^T, as attention: no pass over the scores
   a.scores = matmul(scaled_q, transpose(k2));
   Var<T> s = a.scores;
   if (o.softcap > 0) s = softcap(s, o.softcap);
   if (o.bias.valid()) s = add(s, o.bias);
   if (o.weights == AttentionWeights::softmax) {
-    a.logits = o.mask.valid() ? apply_mask(s, o.mask, -std::numeric_limits<double>::infinity()) : s;
+    a.logits = mask.valid() ? apply_mask(s, mask, -std::numeric_limits<double>::infinity()) : s;
     a.weights = softmax(a.logits, -1);
   } else {
     xt::xarray<T> b = xt::xarray<T>::from_shape({});
     b() = static_cast<T>(plan.sigmoid_bias);
     a.logits = add(s, q.graph().constant("sigmoid_bias", std::move(b)));
     const Var<T> w = sigmoid(a.logits);
-    a.weights = o.mask.valid() ? apply_mask(w, o.mask, 0.0) : w;
+    a.weights = mask.valid() ? apply_mask(w, mask, 0.0) : w;
   }
   a.output = matmul(a.weights, v2);
   return a;
@@ -232,7 +281,7 @@ VariantBlockNodes<T> variant_multi_head_attention_nodes(const Var<T>& x, const V
   }
   VariantOptions<T> attn = o.attention;
   const Shape q_shape{b, heads, t, d_head}, kv_shape{b, kv_heads, t, d_head};
-  const VariantPlan plan = check_variant(who, q_shape, kv_shape, kv_shape, attn);
+  const VariantPlan plan = check_variant(who, q_shape, kv_shape, kv_shape, attn, o.alibi);
 
   Graph<T>& g = x.graph();
   Var<T> q = split_heads(add(matmul(x, p.w_q), p.b_q), heads);      // (B, heads, T, d_head)
