@@ -87,9 +87,14 @@ Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint6
 
   m.ids = g.indices("ids", xt::xarray<std::int64_t>(xt::zeros<std::int64_t>({batch, c.block})));
   m.targets = g.input("targets", xt::zeros<T>({batch, c.block, c.vocab}));
-  const Var<T> wte = weight("wte", c.vocab, d);
-  // With RoPE the positions enter through the rotations of q and k only.
-  Var<T> x = drop(c.rope ? xgrad::embedding(wte, m.ids) : xgrad::embedding(wte, m.ids) + weight("wpe", c.block, d));
+  // Named scopes (Graph::scope) for pictures and inspection: embed, h0 (h0.attn, h0.mlp), ..., head, loss.
+  Var<T> x;
+  {
+    const auto scope = g.scope("embed");
+    const Var<T> wte = weight("wte", c.vocab, d);
+    // With RoPE the positions enter through the rotations of q and k only.
+    x = drop(c.rope ? xgrad::embedding(wte, m.ids) : xgrad::embedding(wte, m.ids) + weight("wpe", c.block, d));
+  }
   const auto mask = c.window ? xgrad::sliding_window_mask(c.block, c.block, c.window) : xgrad::causal_mask(c.block, c.block);
   const Var<T> keep = c.variant() ? g.constant("attn.mask", xt::xarray<T>(xt::cast<T>(mask))) : Var<T>();
   // A norm's parameters, made where the default model makes them (their seeds follow), and the
@@ -108,6 +113,7 @@ Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint6
   const std::size_t d_kv = d / c.heads * c.kv();
   for (std::size_t l = 0; l < c.layers; ++l) {
     const std::string h = "h" + std::to_string(l) + ".";
+    const auto layer = g.scope("h" + std::to_string(l));  // the attention's nodes: h<l>.attn (its parameters' prefix)
     const Norm ln1 = norm_params(h + "ln1");
     xgrad::VariantAttentionParams<T> attn;
     attn.w_q = weight(h + "attn.w_q", d, d);
@@ -147,10 +153,15 @@ Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint6
       x = x + drop(nodes.output);
     }
     const Var<T> u = norm(x, ln2);
+    const auto mlp = g.scope("mlp");
     x = x + drop(xgrad::matmul(xgrad::gelu(xgrad::matmul(u, w1) + b1), w2) + b2);
   }
-  const Norm lnf = norm_params("lnf");
-  m.logits = xgrad::matmul(norm(x, lnf), weight("head.w", d, c.vocab));
+  {
+    const auto scope = g.scope("head");
+    const Norm lnf = norm_params("lnf");
+    m.logits = xgrad::matmul(norm(x, lnf), weight("head.w", d, c.vocab));
+  }
+  const auto scope = g.scope("loss");
   m.loss = xgrad::cross_entropy(m.logits, m.targets);
   return m;
 }

@@ -5,10 +5,13 @@
 // set_value beside the ids and labels, and the loss is the cross-entropy of the masked tokens
 // only (ignore_index). AdamW with two parameter groups (weight decay on the matrices only).
 //
-//   mlm_encoder [--steps N] [--seed S]      (defaults: 2000 steps, seed 1; about 2 s)
+//   mlm_encoder [--steps N] [--seed S] [--export GRAPH.json]   (defaults: 2000 steps, seed 1; about 2 s)
 //
 // Prints the loss every 250 steps and, at the end, the accuracy on the masked tokens of 8 new
-// batches. Exit 2 on bad usage.
+// batches. --export writes the trained graph, forward and backward, its nodes in named scopes
+// (embed, l0, l0.attn, l0.mlp, ..., head, loss), with every value, on the last of those batches:
+// for `xgrad inspect` and `xgrad export --graph GRAPH.json --format dot` (docs/saturation.md).
+// Exit 2 on bad usage or a file that cannot be written.
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -57,13 +60,24 @@ long parse_count(const char* flag, const char* text) {
 
 int main(int argc, char** argv) {
   long steps = 2000, seed = 1;
+  std::string export_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if ((arg == "--steps" || arg == "--seed") && i + 1 < argc) {
       (arg == "--steps" ? steps : seed) = parse_count(argv[i], argv[i + 1]);
       ++i;
+    } else if (arg == "--export" && i + 1 < argc && argv[i + 1][0] != '\0') {
+      export_path = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: mlm_encoder [--steps N] [--seed S]\n");
+      std::fprintf(stderr, "usage: mlm_encoder [--steps N] [--seed S] [--export GRAPH.json]\n");
+      return 2;
+    }
+  }
+  if (!export_path.empty()) {
+    try {
+      xgrad::check_output_path(export_path, {});
+    } catch (const xgrad::error& e) {
+      std::fprintf(stderr, "mlm_encoder: --export: %s\n", e.what());
       return 2;
     }
   }
@@ -99,5 +113,17 @@ int main(int argc, char** argv) {
   }
   std::printf("masked-token accuracy on 8 new batches: %.1f%% (%zu of %zu; chance %.0f%%)\n",
               100.0 * static_cast<double>(right) / static_cast<double>(total), right, total, 100.0 / (c.vocab - 2));
+  if (!export_path.empty()) {
+    g.set_output("loss", model.loss);
+    const auto params = opt.params();
+    for (std::size_t i = 0; i < params.size(); ++i) g.set_grad(params[i].node().name, grads[i]);
+    try {
+      xgrad::write_file_atomically(export_path, xgrad::to_json(g, xgrad::ExportValues::all).dump() + "\n", {});
+    } catch (const xgrad::error& e) {
+      std::fprintf(stderr, "mlm_encoder: --export: %s\n", e.what());
+      return 2;
+    }
+    std::printf("wrote %s (%zu nodes)\n", export_path.c_str(), g.size());
+  }
   return 0;
 }

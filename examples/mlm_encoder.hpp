@@ -50,10 +50,16 @@ Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint6
   m.ids = g.indices("ids", xt::xarray<std::int64_t>(xt::zeros<std::int64_t>({batch, c.block})));
   m.labels = g.indices("labels", xt::xarray<std::int64_t>(xt::zeros<std::int64_t>({batch, c.block}) + ignore_label));
   m.pad = g.mask("pad", xgrad::key_padding_mask(std::vector<std::size_t>(batch, c.block), c.block));
-  const Var<T> wte = weight("wte", c.vocab, d), wpe = weight("wpe", c.block, d);
-  Var<T> x = xgrad::embedding(wte, m.ids) + wpe;  // (B, T, d) + (T, d)
+  // Named scopes (Graph::scope) for pictures and inspection: embed, l0 (l0.attn, l0.mlp), ..., head, loss.
+  Var<T> x;
+  {
+    const auto scope = g.scope("embed");
+    const Var<T> wte = weight("wte", c.vocab, d), wpe = weight("wpe", c.block, d);
+    x = xgrad::embedding(wte, m.ids) + wpe;  // (B, T, d) + (T, d)
+  }
   for (std::size_t l = 0; l < c.layers; ++l) {
     const std::string h = "l" + std::to_string(l) + ".";
+    const auto layer = g.scope("l" + std::to_string(l));  // the attention's nodes: l<l>.attn (its parameters' prefix)
     const Var<T> ln1_g = vector(h + "ln1.g", d, 1), ln1_b = vector(h + "ln1.b", d, 0);
     xgrad::AttentionParams<T> attn;
     attn.w_q = weight(h + "attn.w_q", d, d);
@@ -71,11 +77,16 @@ Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint6
     const Var<T> a = xgrad::layer_norm(x, ln1_g, ln1_b);
     x = x + xgrad::multi_head_attention(a, a, attn, c.heads, m.pad);
     const Var<T> u = xgrad::layer_norm(x, ln2_g, ln2_b);
+    const auto mlp = g.scope("mlp");
     x = x + xgrad::matmul(xgrad::gelu(xgrad::matmul(u, w1) + b1), w2) + b2;
   }
-  const Var<T> lnf_g = vector("lnf.g", d, 1), lnf_b = vector("lnf.b", d, 0);
-  const Var<T> head_w = weight("head.w", d, c.vocab), head_b = vector("head.b", c.vocab, 0);
-  m.logits = xgrad::matmul(xgrad::layer_norm(x, lnf_g, lnf_b), head_w) + head_b;
+  {
+    const auto scope = g.scope("head");
+    const Var<T> lnf_g = vector("lnf.g", d, 1), lnf_b = vector("lnf.b", d, 0);
+    const Var<T> head_w = weight("head.w", d, c.vocab), head_b = vector("head.b", c.vocab, 0);
+    m.logits = xgrad::matmul(xgrad::layer_norm(x, lnf_g, lnf_b), head_w) + head_b;
+  }
+  const auto scope = g.scope("loss");
   xgrad::CrossEntropyOptions<T> loss;
   loss.ignore_index = ignore_label;
   m.loss = xgrad::cross_entropy(m.logits, m.labels, loss);

@@ -104,7 +104,7 @@ std::vector<Var<T>> walk(const std::vector<Var<T>>& ys, const std::vector<Var<T>
       return;
     }
     {
-      typename Graph<T>::BackwardScope scope(g);
+      typename Graph<T>::BackwardScope scope(g, &g.node(s.node).scope);
       acc = accumulate(acc, c);
     }
     g.set_grad_of(acc.slot(), s);
@@ -129,10 +129,11 @@ std::vector<Var<T>> walk(const std::vector<Var<T>>& ys, const std::vector<Var<T>
     std::vector<Var<T>> contributions;
     const std::size_t first_new = g.size();
     {
-      typename Graph<T>::BackwardScope scope(g);
+      typename Graph<T>::BackwardScope scope(g, &node.scope);
       contributions = node.op->vjp(VjpArgs<T>{inputs, self, grads[i], wanted});
     }
-    const std::string where = node.op->name() + " (node " + std::to_string(i) + "): ";
+    const std::string where =
+        node.op->name() + " (node " + std::to_string(i) + (node.scope.empty() ? "" : ", scope " + node.scope) + "): ";
     if (contributions.size() != inputs.size()) {
       throw error(where + "VJP returned " + std::to_string(contributions.size()) + " gradients for " +
                   std::to_string(inputs.size()) + " inputs");

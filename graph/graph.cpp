@@ -81,15 +81,21 @@ std::string released_message(const Node<T>& n, std::size_t id) {
          ") has no value: keep_only released it (keep it, or call keep_all() and replay())";
 }
 
-// Prefixes an op's complaint, about shapes or values, with "<op> (node N): ".
+// Prefixes an op's complaint, about shapes or values, with "<op> (node N): ", or
+// "<op> (node N, scope S): " for a node made in a named scope.
 template <class F>
-auto with_node_context(const Op& op, std::size_t id, F&& f) {
-  return with_context([&] { return op.name() + " (node " + std::to_string(id) + "): "; }, std::forward<F>(f));
+auto with_node_context(const Op& op, std::size_t id, const std::string& scope, F&& f) {
+  return with_context(
+      [&] { return op.name() + " (node " + std::to_string(id) + (scope.empty() ? "" : ", scope " + scope) + "): "; },
+      std::forward<F>(f));
 }
 
+// "node 5", "node 5 ('w')", "node 5 ('w', scope enc.l1)", "node 5 (scope enc.l1)".
 template <class T>
 std::string node_str(const Node<T>& n, std::size_t id) {
-  return "node " + std::to_string(id) + (n.name.empty() ? "" : " ('" + n.name + "')");
+  std::string what = n.name.empty() ? "" : "'" + n.name + "'";
+  if (!n.scope.empty()) what += (what.empty() ? "scope " : ", scope ") + n.scope;
+  return "node " + std::to_string(id) + (what.empty() ? "" : " (" + what + ")");
 }
 
 }  // namespace
@@ -135,6 +141,7 @@ Var<T> Graph<T>::add_leaf(Role role, std::string name, xt::xarray<T> value) {
   Node<T>& n = m_nodes.emplace_back();
   n.role = role;
   n.name = std::move(name);
+  n.scope = m_scope;
   n.outputs.emplace_back().value = std::move(value);
   return Var<T>(*this, m_nodes.size() - 1);
 }
@@ -279,7 +286,7 @@ std::vector<Shape> shapes_of(const Args<T>& args) {
 
 template <class T>
 std::vector<Shape> Graph<T>::output_shapes(std::size_t id, const Node<T>& n, const Args<T>& args) const {
-  return with_node_context(*n.op, id, [&] {
+  return with_node_context(*n.op, id, n.scope, [&] {
     std::vector<Shape> shapes = n.op->infer_shapes(shapes_of(args));
     if (shapes.size() != n.op->output_count()) {
       throw error("infer_shapes gave " + std::to_string(shapes.size()) + " shapes for " +
@@ -298,11 +305,11 @@ void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const s
     outs.push_back(&n.outputs[k].value);
   }
   if (!m_node_seconds) {
-    with_node_context(*n.op, id, [&] { n.op->forward(args, outs); });
+    with_node_context(*n.op, id, n.scope, [&] { n.op->forward(args, outs); });
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  with_node_context(*n.op, id, [&] { n.op->forward(args, outs); });
+  with_node_context(*n.op, id, n.scope, [&] { n.op->forward(args, outs); });
   if (m_node_seconds->size() <= id) m_node_seconds->resize(id + 1, 0.0);
   (*m_node_seconds)[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -311,7 +318,7 @@ template <class T>
 std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const std::vector<Var<T>>& x) {
   if (!op) throw error("graph: apply needs an op");
   const std::size_t id = m_nodes.size();
-  with_node_context(*op, id, [&] {
+  with_node_context(*op, id, m_scope, [&] {
     if (x.size() != op->arity()) {
       throw error("takes " + std::to_string(op->arity()) + " inputs, got " + std::to_string(x.size()));
     }
@@ -330,6 +337,7 @@ std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const 
   Node<T> n;
   n.op = std::move(op);
   n.role = m_backward_depth > 0 ? Role::backward : Role::forward;
+  n.scope = m_scope;
   for (const auto& v : x) n.inputs.push_back(v.slot());
   const Args<T> args = args_of(n);
   const std::vector<Shape> shapes = output_shapes(id, n, args);
@@ -337,13 +345,33 @@ std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const 
     std::vector<Shape> in;
     for (const auto& v : x) in.push_back(v.shape());
     const double work = n.op->work(in, shapes);
-    if (!m_work_budget->add(work)) with_node_context(*n.op, id, [&] { throw error(m_work_budget->refusal(n.op->name(), work)); });
+    if (!m_work_budget->add(work)) with_node_context(*n.op, id, n.scope, [&] { throw error(m_work_budget->refusal(n.op->name(), work)); });
   }
   run_node(id, n, args, shapes);
   m_nodes.push_back(std::move(n));
   std::vector<Var<T>> outs;
   for (std::size_t k = 0; k < m_nodes.back().output_count(); ++k) outs.emplace_back(*this, id, k);
   return outs;
+}
+
+std::string scope_name_fault(const std::string& name) {
+  if (name.empty()) return "a scope's name is empty";
+  for (const char c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '"') {
+      return "a scope's name holds no control character or quote (\"): got " + std::to_string(name.size()) +
+             " characters with one";
+    }
+  }
+  return "";
+}
+
+template <class T>
+typename Graph<T>::Scope Graph<T>::scope(const std::string& name) {
+  const std::string fault = scope_name_fault(name);
+  if (!fault.empty()) throw error("scope: " + fault);
+  const std::size_t outer = m_scope.size();
+  m_scope += (m_scope.empty() ? "" : ".") + name;
+  return Scope(*this, outer);
 }
 
 template <class T>

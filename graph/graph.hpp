@@ -67,6 +67,7 @@ struct Node {
   std::vector<Slot> inputs;      // outputs of earlier nodes
   Role role = Role::forward;
   std::string name;              // leaves: the caller's name; may be empty otherwise
+  std::string scope;             // the named scope it was made in (Graph::scope), "" for none
   // One per output: a leaf and most ops have one. An index leaf has one too, of no elements;
   // its values are `indices`. A mask leaf's output holds its booleans as 1 (true) and 0 (false)
   // of T, which is what the ops that read it see; its interface is Var::mask().
@@ -230,16 +231,58 @@ class Graph {
   template <class U>
   void copy_from(const Graph<U>& src, std::size_t count);
 
-  // While a BackwardScope is alive, new non-leaf nodes have the role backward.
+  // Named scopes, to tell the parts of a model apart: while the Scope that scope(name) returns
+  // lives, every node made in this graph (leaves too) carries the scope, and scopes nest,
+  // joined with ".": inside g.scope("enc") g.scope("l1.attn") is "enc.l1.attn". The scope is
+  // the node's "scope" in JSON, a DOT cluster, a prefix of its ONNX node names, a column of
+  // `xgrad inspect`, and is named by the errors that name the node
+  // ("matmul (node 7, scope enc.l1.attn): ..."). grad() makes the nodes of each VJP in the scope
+  // of the node it differentiates (BackwardScope), whatever scope it is called in. Throws xgrad::error for an empty name or one with a
+  // control character or a quote ("). Scopes end in the reverse order they began (RAII).
+  class Scope {
+   public:
+    Scope(Scope&& other) noexcept : m_graph(other.m_graph), m_outer(other.m_outer) { other.m_graph = nullptr; }
+    ~Scope() {
+      if (m_graph) m_graph->m_scope.resize(m_outer);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    Scope& operator=(Scope&&) = delete;
+
+   private:
+    friend class Graph;
+    Scope(Graph& graph, std::size_t outer) : m_graph(&graph), m_outer(outer) {}
+    Graph* m_graph;
+    std::size_t m_outer;  // the length of the enclosing scope's name, restored at the end
+  };
+  [[nodiscard]] Scope scope(const std::string& name);
+  // The scope new nodes get now: "" outside every scope.
+  const std::string& current_scope() const { return m_scope; }
+
+  // While a BackwardScope is alive, new non-leaf nodes have the role backward, and, given a
+  // scope, that named scope (in place of the current one): grad() makes the nodes of a VJP in
+  // the scope of the node it differentiates, so a model's gradients sit beside its forward.
   class BackwardScope {
    public:
-    explicit BackwardScope(Graph& graph) : m_graph(graph) { ++m_graph.m_backward_depth; }
-    ~BackwardScope() { --m_graph.m_backward_depth; }
+    explicit BackwardScope(Graph& graph, const std::string* scope = nullptr) : m_graph(graph) {
+      ++m_graph.m_backward_depth;
+      if (scope) {
+        m_outer = m_graph.m_scope;
+        m_graph.m_scope = *scope;
+        m_restore = true;
+      }
+    }
+    ~BackwardScope() {
+      --m_graph.m_backward_depth;
+      if (m_restore) m_graph.m_scope = std::move(m_outer);
+    }
     BackwardScope(const BackwardScope&) = delete;
     BackwardScope& operator=(const BackwardScope&) = delete;
 
    private:
     Graph& m_graph;
+    std::string m_outer;
+    bool m_restore = false;
   };
   // Records that output `at` holds the gradient of output `of` of an earlier node
   // (Output::grad_of). For grad() and importers; throws xgrad::error for a forward node, a
@@ -270,12 +313,17 @@ class Graph {
 
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
   int m_backward_depth = 0;
+  std::string m_scope;  // Graph::scope: the scope of new nodes
   std::map<std::string, Slot> m_outputs, m_grads;
   std::uint64_t m_step = 0;  // the run state: set_step, set_training
   bool m_training = true;
   std::vector<double>* m_node_seconds = nullptr;  // time_nodes
   WorkBudget* m_work_budget = nullptr;            // limit_work
 };
+
+// Why `name` cannot name a scope (Graph::scope): "" if it can, else what is wrong with it (empty,
+// a control character or a quote).
+std::string scope_name_fault(const std::string& name);
 
 // A constant leaf of zeros of x's shape, named "zeros": the gradient where none flows (grad()
 // for an x no y depends on, a VJP for an input or output that no gradient reaches).
@@ -315,6 +363,7 @@ void Graph<T>::copy_from(const Graph<U>& src, std::size_t count) {
     for (auto& in : d.inputs) in.node += offset;
     d.role = s.role;
     d.name = s.name;
+    d.scope = s.scope;
     d.index_leaf = s.index_leaf;
     d.mask_leaf = s.mask_leaf;
     d.indices = s.indices;

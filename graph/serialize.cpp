@@ -25,6 +25,7 @@ constexpr const char* id = "id";
 constexpr const char* op = "op";
 constexpr const char* name = "name";
 constexpr const char* role = "role";
+constexpr const char* scope = "scope";
 constexpr const char* inputs = "inputs";
 constexpr const char* attrs = "attrs";
 constexpr const char* shape = "shape";
@@ -156,7 +157,7 @@ struct OutputSpec {
 
 // A node of the format, read and checked against the nodes before it.
 struct NodeSpec {
-  std::string op, name;
+  std::string op, name, scope;
   Role role = Role::forward;
   std::shared_ptr<const Op> made;  // null for a leaf
   std::vector<Slot> inputs;
@@ -205,7 +206,12 @@ class NodeReader {
       }
       return;
     }
-    c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::outputs});
+    c.check_object({key::id, key::op, key::name, key::role, key::inputs, key::attrs, key::outputs}, {key::scope});
+    if (auto sc = c.find(key::scope)) {
+      n.scope = sc->string();
+      const std::string fault = scope_name_fault(n.scope);
+      if (!fault.empty()) sc->fail(fault);
+    }
     const JsonCursor outs = c[key::outputs];
     for (std::size_t k = 0, m = outs.array_size(); k < m; ++k) {
       const JsonCursor o = outs[k];
@@ -327,6 +333,8 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
 template <class T>
 void build_node(const NodeSpec& n, Graph<T>& g) {
   const OutputSpec& first = n.outputs.front();  // every node has an output (read_node checks)
+  std::optional<typename Graph<T>::Scope> scope;
+  if (!n.scope.empty()) scope.emplace(g.scope(n.scope));
   if (n.op == index_leaf_op) {
     g.indices(n.name, first.data ? data_of<std::int64_t>(*first.data, first.shape)
                                  : xt::xarray<std::int64_t>(xt::zeros<std::int64_t>(first.shape)));
@@ -340,8 +348,8 @@ void build_node(const NodeSpec& n, Graph<T>& g) {
   } else {
     std::vector<Var<T>> inputs;
     for (const Slot& in : n.inputs) inputs.push_back(g.var(in));
-    std::optional<typename Graph<T>::BackwardScope> scope;
-    if (n.role == Role::backward) scope.emplace(g);
+    std::optional<typename Graph<T>::BackwardScope> backward;
+    if (n.role == Role::backward) backward.emplace(g);
     g.apply(n.made, inputs);
   }
   for (std::size_t k = 0; k < n.outputs.size(); ++k) {
@@ -427,6 +435,7 @@ Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> d
     j[key::op] = n.op_name();
     j[key::name] = n.name;
     j[key::role] = role_name(n.role);
+    if (!n.scope.empty()) j[key::scope] = n.scope;
     Json inputs = Json::array();
     for (const Slot& in : n.inputs) inputs.push_back(slot_json(in));
     j[key::inputs] = std::move(inputs);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -54,12 +55,33 @@ std::unique_ptr<Graph<T>> graph_from_parsed_json(const Json& json, const ImportO
 // output), for comparing a replay with its file; ExportValues, values_name, graph_json_dtype and
 // OpFactory come from there too.
 
+// What to_dot draws. The filters combine (a node is drawn when each lets it through); the inputs
+// of a drawn node that are not drawn appear as dashed stubs naming their node, op and scope.
+struct DotOptions {
+  bool forward_only = false;          // leave out the backward nodes (Node::in_backward)
+  std::string scope;                  // "" (all), or only the nodes of this scope and the scopes in it
+  std::optional<std::size_t> around;  // only the nodes within `depth` edges of this one (either way)
+  std::size_t depth = 2;
+  // Each named scope as one box (its node count and worst saturation), per pass: automatic does
+  // it when no scope or around filter is set and more than collapse_above nodes are drawn.
+  enum class Collapse { automatic, never, always };
+  Collapse collapse = Collapse::automatic;
+  std::size_t collapse_above = 150;
+};
+
 // Graphviz DOT: one box per node (op, name, attributes, shape), inputs as edges, forward nodes
-// in one cluster and backward nodes in another (shaded), a dashed edge from each gradient to the
-// node it is the gradient of (grad_of). Each softmax node is shaded from white to red by the
-// fraction of its rows that are saturated (max weight >= 0.99), which its label gives. Render
-// with `dot -Tsvg`.
+// in one cluster and backward nodes in another (shaded), each holding a nested cluster per named
+// scope (Graph::scope), a dashed edge from each gradient to the node it is the gradient of
+// (grad_of). Each softmax node is shaded from white to red by the fraction of its rows that are
+// saturated (max weight >= 0.99), which its label gives. Collapsed (dot_collapses_scopes), the
+// nodes of each scope are one box instead, shaded by its worst softmax; nodes of no scope keep
+// their own. Render with `dot -Tsvg`. Throws xgrad::error naming the graph's scopes if `scope`
+// holds no node, and its node count if `around` is not a node.
 template <class T>
-std::string to_dot(const Graph<T>& graph);
+std::string to_dot(const Graph<T>& graph, const DotOptions& options = {});
+
+// Whether to_dot(graph, options) draws each scope as one box.
+template <class T>
+bool dot_collapses_scopes(const Graph<T>& graph, const DotOptions& options = {});
 
 }  // namespace xgrad

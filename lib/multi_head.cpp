@@ -80,6 +80,7 @@ template <class T>
 Var<T> build_block(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& p, std::size_t heads,
                    const Var<T>* mask, const xt::xarray<bool>* fixed_mask, AttentionImpl impl) {
   check_block(x_q, x_kv, p, heads, mask, fixed_mask, impl);
+  const auto scope = detail::parameter_scope(p.w_q, "w_q");
   const Var<T> q = split_heads(project(x_q, p.w_q, p.b_q), heads);
   const Var<T> k = split_heads(project(x_kv, p.w_k, p.b_k), heads);
   const Var<T> v = split_heads(project(x_kv, p.w_v, p.b_v), heads);

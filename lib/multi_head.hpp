@@ -33,6 +33,8 @@ AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint6
 //   differentiates it like any graph. `impl` chooses the attention nodes (lib/attention.hpp):
 //   fused, for long sequences, takes a key-padding mask Var (B, 1, 1, T_k) and, as the fixed
 //   mask, causal_mask(T_q, T_k); any other mask with fused is an error naming what it takes.
+//   Its nodes carry the named scope of its parameters' prefix ("h0.attn" for w_q named
+//   "h0.attn.w_q", as attention_params names them; detail::parameter_scope).
 //   The mask Var is a mask leaf (Graph::mask: set_value per batch) or a node of 1 and 0; the
 //   fixed mask (xt::xarray<bool>) becomes a constant that no replay changes (see
 //   masked_attention).
@@ -51,5 +53,29 @@ Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const Attenti
 template <class T>
 Var<T> multi_head_attention(const Var<T>& x_q, const Var<T>& x_kv, const AttentionParams<T>& params,
                             std::size_t heads, const Var<T>& mask, AttentionImpl impl = AttentionImpl::composed);
+
+namespace detail {
+
+// The named scope (Graph::scope) of a block whose parameters are named "<prefix>.<name>", for
+// the nodes it builds: the prefix ("h0.attn" of "h0.attn.w_q"), or, inside a scope the prefix
+// extends ("h0"), the rest of it ("attn"), so that the nodes' scope is the prefix; none when the
+// parameter's name is not "<prefix>.<name>" or the scope is the prefix already.
+template <class T>
+std::optional<typename Graph<T>::Scope> parameter_scope(const Var<T>& parameter, const std::string& name) {
+  const std::string& full = parameter.node().name;
+  const std::string tail = "." + name;
+  if (full.size() <= tail.size() || full.compare(full.size() - tail.size(), tail.size(), tail) != 0) return std::nullopt;
+  std::string prefix = full.substr(0, full.size() - tail.size());
+  const std::string& current = parameter.graph().current_scope();
+  if (prefix == current) return std::nullopt;
+  if (!current.empty() && prefix.size() > current.size() && prefix.compare(0, current.size(), current) == 0 &&
+      prefix[current.size()] == '.') {
+    prefix.erase(0, current.size() + 1);
+  }
+  if (!scope_name_fault(prefix).empty()) return std::nullopt;
+  return parameter.graph().scope(prefix);
+}
+
+}  // namespace detail
 
 }  // namespace xgrad

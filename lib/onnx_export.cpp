@@ -45,10 +45,10 @@ class Writer final : public OnnxEmitter {
   bool used(const std::string& name) const { return m_used.count(name) != 0; }
   void reserve(const std::string& name) { m_used.insert(name); }
 
-  // The node being lowered: its id names the ONNX nodes and values it writes ("n12.MatMul"),
-  // and its description is their doc_string.
-  void begin_node(std::size_t id, std::string doc) {
-    m_prefix = "n" + std::to_string(id) + ".";
+  // The node being lowered: its scope and id name the ONNX nodes and values it writes
+  // ("n12.MatMul", "enc.l1.attn/n12.MatMul"), and its description is their doc_string.
+  void begin_node(std::size_t id, const std::string& scope, std::string doc) {
+    m_prefix = (scope.empty() ? "" : scope + "/") + "n" + std::to_string(id) + ".";
     m_doc = std::move(doc);
   }
 
@@ -159,6 +159,7 @@ template <class T>
 std::string describe(const Graph<T>& g, std::size_t id) {
   const Node<T>& n = g.node(id);
   std::string doc = "xgrad node " + std::to_string(id) + ": " + n.op_name() + " (" + role_name(n.role);
+  if (!n.scope.empty()) doc += ", scope " + n.scope;
   if (const auto& of = n.grad_of()) doc += ", the gradient of node " + std::to_string(of->node);
   return doc + ")";
 }
@@ -233,7 +234,7 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
         if (n.mask_leaf) {
           // A bool input: the ops reading it see its 1 and 0 as floats, as in the graph; a
           // lowering that takes the condition itself reads OnnxNode::bool_inputs.
-          w.begin_node(id, describe(g, id));
+          w.begin_node(id, g.node(id).scope, describe(g, id));
           bool_names[id] = n.name;
           names[{id, 0}] = w.op("Cast", {n.name}, {{"to", std::int64_t{float_elem_type<T>()}}});
         }
@@ -255,7 +256,7 @@ std::string to_onnx_bytes(const Graph<T>& g, const OnnxExportOptions& options) {
     for (std::size_t k = 0; k < n.output_count(); ++k) info.output_shapes.push_back(n.shape(k));
     info.step = g.step();
     info.training = g.training();
-    w.begin_node(id, describe(g, id));
+    w.begin_node(id, g.node(id).scope, describe(g, id));
     const std::vector<std::string> out = with_context(
         [&] { return who + "node " + std::to_string(id) + " (" + n.op_name() + "): "; },
         [&] { return n.op->to_onnx(w, info); });

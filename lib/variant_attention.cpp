@@ -284,6 +284,7 @@ VariantBlockNodes<T> variant_multi_head_attention_nodes(const Var<T>& x, const V
   const VariantPlan plan = check_variant(who, q_shape, kv_shape, kv_shape, attn, o.alibi);
 
   Graph<T>& g = x.graph();
+  const auto scope = detail::parameter_scope(p.w_q, "w_q");  // its nodes' scope: the parameters' prefix
   Var<T> q = split_heads(add(matmul(x, p.w_q), p.b_q), heads);      // (B, heads, T, d_head)
   Var<T> k = split_heads(add(matmul(x, p.w_k), p.b_k), kv_heads);   // (B, kv_heads, T, d_head)
   const Var<T> v = split_heads(add(matmul(x, p.w_v), p.b_v), kv_heads);

@@ -152,6 +152,7 @@ struct VariantBlockNodes {
 //   Q, K = rope(Q, p), rope(K, p), p = rope_positions(g, T) with rope
 //   A = variant_attention(Q, K, V, attention)             with alibi, its bias + alibi_bias(g, heads, T, T)
 //   out = merge(A) w_o + b_o                               (B, T, d_model)
+// Its nodes carry the named scope of its parameters' prefix, as multi_head_attention's.
 // Throws xgrad::error, before its first node, naming the sizes and shapes: x not (B, T, d_model)
 // with T, d_model > 0; heads = 0 or not dividing d_model; kv_heads = 0 or not dividing heads; an
 // odd d_head with rope (rope pairs dimension i with i + d_head/2); a parameter empty, of another

@@ -78,4 +78,35 @@ BOOST_AUTO_TEST_CASE(padded_keys_get_no_gradient_from_the_loss) {
   BOOST_TEST(xt::amax(xt::abs(xt::view(g_wte.value(), mlm_encoder::mask_id, xt::all())))() > 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(its_nodes_are_scoped_and_its_default_picture_collapses_each_scope) {
+  // Issue 38: the encoder's DOT was 290 boxes. Each layer, its attention and its MLP are a named
+  // scope (the attention's by its parameters' prefix), and the default picture draws each scope
+  // as one box.
+  const mlm_encoder::Config c;
+  Graph<double> g;
+  const auto model = mlm_encoder::build_model(g, c, 4, 1);
+  const auto grads = grad(model.loss, g.parameters());
+  g.set_output("loss", model.loss);
+  std::map<std::string, std::size_t> nodes_in;
+  for (std::size_t i = 0; i < g.size(); ++i) ++nodes_in[g.node(i).scope];
+  for (const char* scope : {"embed", "l0", "l0.attn", "l0.mlp", "l1", "l1.attn", "l1.mlp", "head", "loss"}) {
+    BOOST_TEST(nodes_in[scope] > 0u, scope);
+  }
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (g.node(i).op_name() == "softmax" && !g.node(i).in_backward()) {
+      BOOST_TEST((g.node(i).scope == "l0.attn" || g.node(i).scope == "l1.attn"), "softmax node " << i);
+    }
+  }
+  BOOST_TEST(g.size() > 150u);
+  BOOST_TEST(dot_collapses_scopes(g));
+  const std::string dot = to_dot(g);
+  std::size_t boxes = 0;
+  for (std::size_t at = dot.find(" [label="); at != std::string::npos; at = dot.find(" [label=", at + 1)) ++boxes;
+  BOOST_TEST(boxes < 60u, boxes << " boxes");
+  BOOST_TEST(dot.find("l1.attn (backward)") != std::string::npos);
+  DotOptions expand;
+  expand.collapse = DotOptions::Collapse::never;
+  BOOST_TEST(to_dot(g, expand).find("softmax_vjp") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -27,6 +27,7 @@ std::string help_text() {
          values_name(ExportValues::all) + "]\n"
          "                    [--no-backward] [-o FILE]\n"
          "       xgrad export --graph GRAPH.json [--format json|dot|onnx] [--values V] [-o FILE]\n"
+         "       ... --format dot [--forward-only] [--scope PREFIX] [--around NODE [--depth K]] [--expand]\n"
          "\n"
          "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
          "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out. With --graph,\n"
@@ -44,6 +45,14 @@ std::string help_text() {
          name(ExportValues::inputs) + " (the leaves, enough\n"
          "                      to replay), " + name(ExportValues::all) + "\n"
          "  --no-backward       the forward graph only\n"
+         "DOT only (docs/cli.md):\n"
+         "  --forward-only      draw the forward nodes only\n"
+         "  --scope PREFIX      draw only the nodes of scope PREFIX and the scopes in it (Graph::scope;\n"
+         "                      \"enc.l1\" holds enc.l1.attn, not enc.l10), inputs from outside as stubs\n"
+         "  --around NODE       draw only the nodes within K edges of node NODE (an id), either way\n"
+         "  --depth K           with --around: K (default 2)\n"
+         "  --expand            draw every node: without a filter, a graph of more than 150 nodes is\n"
+         "                      drawn with each scope as one box (a line on stderr says so)\n"
          "  -o FILE             write FILE instead of stdout: whole or not at all, never over an input,\n"
          "                      never over anything but a regular file; a symbolic link is followed (the\n"
          "                      file it points to is replaced, the link stays)\n"
@@ -61,6 +70,19 @@ int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::stri
       o.choice("--values", {values_name(ExportValues::none), values_name(ExportValues::inputs), values_name(ExportValues::all)},
                values_name(default_values));
   if (format != "json" && o.has("--values")) throw usage_error("--values applies to --format json only");
+  for (const char* dot_only : {"--forward-only", "--scope", "--around", "--depth", "--expand"}) {
+    if (format != "dot" && o.has(dot_only)) throw usage_error(std::string(dot_only) + " applies to --format dot only");
+  }
+  if (o.has("--depth") && !o.has("--around")) throw usage_error("--depth applies with --around NODE only");
+  DotOptions dot;
+  dot.forward_only = o.has("--forward-only");
+  if (const auto scope = o.get("--scope")) {
+    if (scope->empty()) throw usage_error("--scope needs a scope's name (PREFIX), got an empty one");
+    dot.scope = *scope;
+  }
+  if (o.has("--around")) dot.around = static_cast<std::size_t>(o.integer("--around", 0, max_array_elements, 0));
+  dot.depth = static_cast<std::size_t>(o.integer("--depth", 0, 1000000, 2));
+  if (o.has("--expand")) dot.collapse = DotOptions::Collapse::never;
   if (format == "onnx" && !o.has("-o")) throw usage_error("--format onnx needs -o FILE: an ONNX model is binary");
   ExportValues ev = default_values;
   for (const ExportValues v : value_choices) {
@@ -69,7 +91,14 @@ int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::stri
   std::string text = [&] {
     const Phase phase("formatting the graph as " + format);
     if (format == "onnx") return to_onnx_bytes(g);
-    return format == "dot" ? to_dot(g) : to_json(g, ev).dump() + "\n";
+    if (format == "dot" && dot_collapses_scopes(g, dot)) {
+      std::fprintf(stderr,
+                   "xgrad export: more than %zu nodes to draw (the graph has %zu): each named scope is drawn as one "
+                   "box; --expand draws every node, --scope PREFIX one scope, --around NODE [--depth K] a "
+                   "neighbourhood, --forward-only the forward pass\n",
+                   dot.collapse_above, g.size());
+    }
+    return format == "dot" ? to_dot(g, dot) : to_json(g, ev).dump() + "\n";
   }();
   if (const auto path = o.get("-o")) {
     // Moved, not copied: contents() is called once, and the text may be most of the memory.
@@ -83,7 +112,12 @@ int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::stri
 // --graph: an exported graph, imported (which recomputes every node) and written again.
 int export_graph(const Options& o) {
   for (const char* other : {"--q", "--k", "--v", "--shape", "--seed", "--dtype", "--impl", "--no-backward"}) {
-    if (o.has(other)) throw usage_error(std::string("--graph takes no ") + other + ": the graph's file says it all");
+    if (!o.has(other)) continue;
+    if (std::string(other) == "--no-backward") {
+      throw usage_error("--graph takes no --no-backward: the file holds what it holds; --format dot --forward-only draws its "
+                        "forward pass");
+    }
+    throw usage_error(std::string("--graph takes no ") + other + ": the graph's file says it all");
   }
   const std::string path = *o.get("--graph");
   const Phase reading("reading " + path);
@@ -115,7 +149,8 @@ int run_export(const Options& o, const AttentionInputs& in) {
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true},
                          {"--dtype", true}, {"--impl", true}, {"--format", true}, {"--values", true}, {"--no-backward", false},
-                         {"-o", true}, {"--graph", true}});
+                         {"-o", true}, {"--graph", true}, {"--forward-only", false}, {"--scope", true},
+                         {"--around", true}, {"--depth", true}, {"--expand", false}});
   if (o.has("--graph")) return export_graph(o);
   const AttentionInputs in = attention_inputs(o, true);
   return with_dtype(in.dtype, [&](auto tag) { return run_export<decltype(tag)>(o, in); });
