@@ -30,9 +30,9 @@ class PowOp final : public OpFor<PowOp> {
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return {{key_exponent, m_p}}; }
   bool overwrites_input(std::size_t) const override { return true; }  // element by element
-  // A libm call an element (std::pow: about as long as tanh here), none for p = 2.
+  // A libm call an element (std::pow: about as long as tanh here), none for PyTorch's forms.
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return Op::work(x, y) + (m_p == 2 ? 0 : 12) * element_count(y[0]);
+    return Op::work(x, y) + (special() ? 0 : 12) * element_count(y[0]);
   }
 
   Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
@@ -42,13 +42,20 @@ class PowOp final : public OpFor<PowOp> {
     const T* src = x[0]->data();
     T* dst = y.data();
     const T p = static_cast<T>(m_p);
-    const bool square = m_p == 2;
-    detail::parallel_rows(y.size(), 16, [src, dst, p, square](std::size_t begin, std::size_t end) {
-      if (square) {
-        for (std::size_t i = begin; i < end; ++i) dst[i] = src[i] * src[i];
-      } else {
-        for (std::size_t i = begin; i < end; ++i) dst[i] = std::pow(src[i], p);
-      }
+    const double e = m_p;
+    // PyTorch's forms (torch.pow(x, p), aten/src/ATen/native/cpu/PowKernel.cpp): the same bits
+    // as torch, and a pass at memory speed rather than a libm call an element.
+    detail::parallel_rows(y.size(), 16, [src, dst, p, e](std::size_t begin, std::size_t end) {
+      const auto each = [&](auto f) {
+        for (std::size_t i = begin; i < end; ++i) dst[i] = f(src[i]);
+      };
+      if (e == 2) each([](T v) { return v * v; });
+      else if (e == 3) each([](T v) { return v * v * v; });
+      else if (e == -2) each([](T v) { return T(1) / (v * v); });
+      else if (e == 0.5) each([](T v) { return std::sqrt(v); });
+      else if (e == -0.5) each([](T v) { return T(1) / std::sqrt(v); });
+      else if (e == -1) each([](T v) { return T(1) / v; });
+      else each([p](T v) { return std::pow(v, p); });
     });
   }
 
@@ -61,6 +68,13 @@ class PowOp final : public OpFor<PowOp> {
   }
 
  private:
+  // p is one of the exponents PyTorch computes without pow: 2, 3, -2, 0.5, -0.5, -1.
+  bool special() const {
+    for (const double e : {2.0, 3.0, -2.0, 0.5, -0.5, -1.0}) {
+      if (m_p == e) return true;
+    }
+    return false;
+  }
   double m_p;
 };
 

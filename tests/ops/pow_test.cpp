@@ -57,6 +57,25 @@ BOOST_AUTO_TEST_CASE(matches_pytorch_with_gradients_of_two_orders) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(pytorchs_forms_give_pytorchs_bits) {
+  // torch.pow computes 2, 3, -2, 0.5, -0.5 and -1 without pow (x * x, x * x * x, 1 / (x * x),
+  // sqrt, 1 / sqrt, 1 / x): the same bits as its fixtures, where std::pow differs by an ulp.
+  const std::pair<const char*, const char*> cases[] = {{"2", "real"}, {"0.5", "positive"}, {"-1", "negative"}, {"3", "negative"}};
+  for (const auto& [p, input] : cases) {
+    Graph<double> g;
+    const auto x = g.input("x", torch_fixture(std::string("pow_") + input));
+    BOOST_TEST(xgrad::pow(x, std::stod(p)).value() == torch_fixture(std::string("pow_") + p + "_y"), "p = " << p);
+  }
+  Graph<double> g;
+  const auto x = g.input("x", xt::xarray<double>{-0.0, -inf, 4.0, 0.0});
+  const auto half = xgrad::pow(x, 0.5).value();
+  BOOST_TEST((half(0) == 0.0 && std::signbit(half(0))));  // sqrt(-0), as torch (std::pow gives +0)
+  BOOST_TEST(std::isnan(half(1)));                       // sqrt(-inf), as torch (std::pow gives inf)
+  BOOST_TEST((xgrad::pow(x, -0.5).value()(2) == 0.5));
+  BOOST_TEST((xgrad::pow(x, -2.0).value()(2) == 1.0 / 16));
+  BOOST_TEST((xgrad::pow(x, -2.0).value()(3) == inf));
+}
+
 BOOST_AUTO_TEST_CASE(exponent_zero_gives_a_gradient_of_exactly_zero) {
   // x^0 = 1: the gradient is a constant 0, also at x = 0 and from an inf grad_out (p x^(p - 1)
   // would be 0 * inf there); p = 2 at x = 0 gives 0 too.
