@@ -55,12 +55,14 @@ SoftmaxRow row_stats(const T* p, std::size_t n, std::size_t stride, double thres
   r.effective_support = std::exp(r.entropy);
   r.jacobian_norm = std::sqrt(std::max(s2 - 2 * s3 + s2 * s2, 0.0));
   r.saturated = r.max_weight >= threshold;
+  r.masked = r.max_weight == 0;  // weights >= 0 with a max of 0: a row of zeros
   return r;
 }
 
-// ||grad_in|| / ||grad_out|| over one row; 0 when grad_out is 0 there.
+// ||grad_in|| / ||grad_out|| over one row; empty when grad_out is 0 there.
 template <class T>
-double row_gain(const T* grad_in, const T* grad_out, std::size_t offset, std::size_t n, std::size_t stride) {
+std::optional<double> row_gain(const T* grad_in, const T* grad_out, std::size_t offset, std::size_t n,
+                               std::size_t stride) {
   double in2 = 0, out2 = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double gi = static_cast<double>(grad_in[offset + i * stride]);
@@ -68,35 +70,87 @@ double row_gain(const T* grad_in, const T* grad_out, std::size_t offset, std::si
     in2 += gi * gi;
     out2 += go * go;
   }
-  return out2 > 0 ? std::sqrt(in2 / out2) : 0.0;
+  if (!(out2 > 0)) return std::nullopt;
+  return std::sqrt(in2 / out2);
 }
 
-// d's rows (with per_row), summaries and saturated fraction, from row(offset, stride), the
-// statistics of each row of `rows` (each with a gain when `gains`).
+// The summaries of a set of rows, one row at a time.
+class StatsAccumulator {
+ public:
+  void add(const SoftmaxRow& r, bool gains) {
+    ++m_rows;
+    if (r.masked) {
+      ++m_masked;
+      return;
+    }
+    m_max_weight.add(r.max_weight);
+    m_entropy.add(r.entropy);
+    m_normalized_entropy.add(r.normalized_entropy);
+    m_effective_support.add(r.effective_support);
+    m_jacobian_norm.add(r.jacobian_norm);
+    m_saturated += r.saturated;
+    if (!gains) return;
+    if (r.gradient_gain) m_gain.add(*r.gradient_gain);
+    else ++m_without_gradient;
+  }
+  void finish(SoftmaxStats& s, bool gains) const {
+    s.row_count = m_rows;
+    s.masked_rows = m_masked;
+    s.rows_without_gradient = m_without_gradient;
+    s.max_weight = m_max_weight.summary();
+    s.entropy = m_entropy.summary();
+    s.normalized_entropy = m_normalized_entropy.summary();
+    s.effective_support = m_effective_support.summary();
+    s.jacobian_norm = m_jacobian_norm.summary();
+    if (gains) s.gradient_gain = m_gain.summary();
+    const std::size_t unmasked = m_rows - m_masked;
+    s.saturated_fraction = unmasked ? static_cast<double>(m_saturated) / static_cast<double>(unmasked) : 0.0;
+  }
+
+ private:
+  Accumulator m_max_weight, m_entropy, m_normalized_entropy, m_effective_support, m_jacobian_norm, m_gain;
+  std::size_t m_rows = 0, m_masked = 0, m_without_gradient = 0, m_saturated = 0;
+};
+
+// d's rows (with per_row), summaries and groups (when d.group_axis is set), from row(offset,
+// stride), the statistics of each row of `rows` (each with a gain when `gains`, but for rows
+// without a gradient).
 template <class RowStats>
 void summarize(SoftmaxDiagnostics& d, const detail::Rows& rows, bool per_row, bool gains, RowStats row) {
-  Accumulator max_weight, entropy, normalized_entropy, effective_support, jacobian_norm, gain;
-  std::size_t saturated = 0;
+  StatsAccumulator all;
+  // Row i's group: its index along the group axis, whose place in row_shape is `at`.
+  std::vector<StatsAccumulator> groups;
+  std::size_t group_stride = 1;
+  if (d.group_axis) {
+    const std::size_t at = *d.group_axis < d.axis ? *d.group_axis : *d.group_axis - 1;
+    for (std::size_t i = at + 1; i < d.row_shape.size(); ++i) group_stride *= d.row_shape[i];
+    groups.resize(d.row_shape[at]);
+  }
   if (per_row) d.rows.reserve(rows.outer * rows.inner);
+  std::size_t index = 0;
   detail::for_each_row(rows, [&](std::size_t offset, std::size_t stride) {
     const SoftmaxRow r = row(offset, stride);
-    if (gains) gain.add(*r.gradient_gain);
-    max_weight.add(r.max_weight);
-    entropy.add(r.entropy);
-    normalized_entropy.add(r.normalized_entropy);
-    effective_support.add(r.effective_support);
-    jacobian_norm.add(r.jacobian_norm);
-    saturated += r.saturated;
-    ++d.row_count;
+    all.add(r, gains);
+    if (!groups.empty()) groups[(index / group_stride) % groups.size()].add(r, gains);
+    ++index;
     if (per_row) d.rows.push_back(r);
   });
-  d.max_weight = max_weight.summary();
-  d.entropy = entropy.summary();
-  d.normalized_entropy = normalized_entropy.summary();
-  d.effective_support = effective_support.summary();
-  d.jacobian_norm = jacobian_norm.summary();
-  if (gains) d.gradient_gain = gain.summary();
-  d.saturated_fraction = d.row_count ? static_cast<double>(saturated) / static_cast<double>(d.row_count) : 0.0;
+  all.finish(d, gains);
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    SoftmaxGroup group;
+    group.index = k;
+    groups[k].finish(group, gains);
+    d.groups.push_back(std::move(group));
+  }
+}
+
+// The shape without one axis.
+Shape without_axis(const Shape& shape, std::size_t axis) {
+  Shape out;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != axis) out.push_back(shape[i]);
+  }
+  return out;
 }
 
 // The axis a softmax node normalises along, in [0, rank); nullopt for a node that is no softmax.
@@ -128,8 +182,21 @@ std::size_t softmax_row_count(const Graph<T>& g) {
   return rows;
 }
 
+const SoftmaxGroup* worst_group(const SoftmaxDiagnostics& d) {
+  const SoftmaxGroup* worst = nullptr;
+  for (const SoftmaxGroup& group : d.groups) {
+    if (!worst || group.saturated_fraction > worst->saturated_fraction ||
+        (group.saturated_fraction == worst->saturated_fraction &&
+         group.normalized_entropy.mean < worst->normalized_entropy.mean)) {
+      worst = &group;
+    }
+  }
+  return worst;
+}
+
 template <class T>
-std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double threshold, bool per_row) {
+std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double threshold, bool per_row,
+                                                    std::optional<std::size_t> group_axis) {
   if (!(threshold > 0 && threshold <= 1)) {
     throw error("softmax_diagnostics: the threshold must be in (0, 1], got " + number_str(threshold));
   }
@@ -146,6 +213,20 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
       vjp_of[node.inputs[0].node] = id;
     }
   }
+  // A group axis must be one of some softmax node's axes other than its softmax axis.
+  const auto groups_along = [&](const Node<T>& node) {
+    return group_axis && *group_axis < node.shape().size() && *group_axis != *softmax_axis_of(node);
+  };
+  if (group_axis && !softmaxes.empty() &&
+      std::none_of(softmaxes.begin(), softmaxes.end(), [&](std::size_t id) { return groups_along(g.node(id)); })) {
+    std::string nodes;
+    for (std::size_t id : softmaxes) {
+      nodes += std::string(nodes.empty() ? "" : ", ") + "node " + std::to_string(id) + " " + shape_str(g.node(id).shape()) +
+               " along axis " + std::to_string(*softmax_axis_of(g.node(id)));
+    }
+    throw error("softmax_diagnostics: group axis " + std::to_string(*group_axis) +
+                " is an axis other than the softmax axis of no softmax node (" + nodes + ")");
+  }
   const std::size_t total_rows = per_row ? softmax_row_count(g) : 0;
   if (total_rows > max_diagnostic_rows) {
     throw error("softmax_diagnostics: the softmax nodes have " + std::to_string(total_rows) +
@@ -161,6 +242,9 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
     const Shape shape = node.shape();
     d.axis = *softmax_axis_of(node);
     d.n = shape[d.axis];
+    d.in_backward = node.in_backward();
+    d.row_shape = without_axis(shape, d.axis);
+    if (groups_along(node)) d.group_axis = group_axis;
     const auto vjp = vjp_of.find(id);
     const T *grad_in = nullptr, *grad_out = nullptr;
     if (vjp != vjp_of.end()) {
@@ -173,7 +257,7 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
     const detail::Rows rows = detail::rows_along(shape, d.axis);
     summarize(d, rows, per_row, d.vjp_node.has_value(), [&](std::size_t offset, std::size_t stride) {
       SoftmaxRow r = row_stats(p + offset, rows.n, stride, threshold);
-      if (d.vjp_node) r.gradient_gain = row_gain(grad_in, grad_out, offset, rows.n, stride);
+      if (d.vjp_node && !r.masked) r.gradient_gain = row_gain(grad_in, grad_out, offset, rows.n, stride);
       return r;
     });
     out.push_back(std::move(d));
@@ -199,6 +283,8 @@ SoftmaxDiagnostics attention_weights_diagnostics(const Var<T>& weights, const Va
   d.threshold = threshold;
   d.axis = shape.size() - 1;
   d.n = shape.back();
+  d.in_backward = g.node(weights.id()).in_backward();
+  d.row_shape = without_axis(shape, d.axis);
   const detail::Rows rows = detail::rows_along(shape, d.axis);
   if (per_row && rows.outer > max_diagnostic_rows) {
     throw error(who + ": the weights have " + std::to_string(rows.outer) + " rows, more than the " +
@@ -235,22 +321,49 @@ SoftmaxDiagnostics attention_weights_diagnostics(const Var<T>& weights, const Va
     for (std::size_t i = 0; i < rows.n; ++i) sum += static_cast<double>(w[offset + i * stride]);
     for (std::size_t i = 0; i < rows.n; ++i) p[i] = sum > 0 ? static_cast<double>(w[offset + i * stride]) / sum : 0.0;
     SoftmaxRow r = row_stats(p.data(), rows.n, 1, threshold);
-    if (d.vjp_node) r.gradient_gain = row_gain(grad_in, grad_out, offset, rows.n, stride);
+    if (d.vjp_node && !r.masked) r.gradient_gain = row_gain(grad_in, grad_out, offset, rows.n, stride);
     return r;
   });
   return d;
 }
 
+namespace {
+
+// A node's or a group's statistics as members of `j`.
+void stats_json(Json& j, const SoftmaxStats& s) {
+  j["rows"] = s.row_count;
+  j["masked_rows"] = s.masked_rows;
+  j["saturated_fraction"] = encode_number(s.saturated_fraction);
+  j["max_weight"] = summary_json(s.max_weight);
+  j["entropy"] = summary_json(s.entropy);
+  j["normalized_entropy"] = summary_json(s.normalized_entropy);
+  j["effective_support"] = summary_json(s.effective_support);
+  j["jacobian_norm"] = summary_json(s.jacobian_norm);
+  if (s.gradient_gain) {
+    j["gradient_gain"] = summary_json(*s.gradient_gain);
+    j["rows_without_gradient"] = s.rows_without_gradient;
+  }
+}
+
+}  // namespace
+
 Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, bool rows) {
   Json out = Json::array();
   for (const auto& d : diagnostics) {
-    Json j{{"node", d.node}, {"axis", d.axis}, {"n", d.n}, {"rows", d.row_count}, {"threshold", d.threshold},
-           {"saturated_fraction", d.saturated_fraction}, {"max_weight", summary_json(d.max_weight)},
-           {"entropy", summary_json(d.entropy)}, {"normalized_entropy", summary_json(d.normalized_entropy)},
-           {"effective_support", summary_json(d.effective_support)}, {"jacobian_norm", summary_json(d.jacobian_norm)}};
-    if (d.vjp_node) {
-      j["vjp_node"] = *d.vjp_node;
-      j["gradient_gain"] = summary_json(*d.gradient_gain);
+    Json j{{"node", d.node}, {"axis", d.axis}, {"n", d.n}, {"threshold", d.threshold}};
+    if (d.in_backward) j["in_backward"] = true;
+    j["row_shape"] = d.row_shape;
+    stats_json(j, d);
+    if (d.vjp_node) j["vjp_node"] = *d.vjp_node;
+    if (d.group_axis) {
+      j["group_axis"] = *d.group_axis;
+      Json groups = Json::array();
+      for (const SoftmaxGroup& group : d.groups) {
+        Json gj{{"index", group.index}};
+        stats_json(gj, group);
+        groups.push_back(std::move(gj));
+      }
+      j["groups"] = std::move(groups);
     }
     if (rows) {
       Json per_row = Json::object();
@@ -265,7 +378,10 @@ Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, boo
       column("effective_support", [](const SoftmaxRow& r) { return encode_number(r.effective_support); });
       column("jacobian_norm", [](const SoftmaxRow& r) { return encode_number(r.jacobian_norm); });
       column("saturated", [](const SoftmaxRow& r) { return Json(r.saturated); });
-      if (d.vjp_node) column("gradient_gain", [](const SoftmaxRow& r) { return encode_number(*r.gradient_gain); });
+      column("masked", [](const SoftmaxRow& r) { return Json(r.masked); });
+      if (d.vjp_node) {
+        column("gradient_gain", [](const SoftmaxRow& r) { return r.gradient_gain ? encode_number(*r.gradient_gain) : Json(); });
+      }
       j["per_row"] = std::move(per_row);
     }
     out.push_back(std::move(j));
@@ -277,7 +393,7 @@ template std::size_t softmax_row_count(const Graph<float>&);
 template std::size_t softmax_row_count(const Graph<double>&);
 template SoftmaxDiagnostics attention_weights_diagnostics(const Var<float>&, const Var<float>&, double, bool);
 template SoftmaxDiagnostics attention_weights_diagnostics(const Var<double>&, const Var<double>&, double, bool);
-template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<float>&, double, bool);
-template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<double>&, double, bool);
+template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<float>&, double, bool, std::optional<std::size_t>);
+template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<double>&, double, bool, std::optional<std::size_t>);
 
 }  // namespace xgrad

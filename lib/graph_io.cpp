@@ -193,8 +193,20 @@ std::string to_dot(const Graph<T>& g, const DotOptions& o) {
          "  rankdir=TB;\n"
          "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=10];\n"
          "  edge [color=\"#555555\"];\n";
-  std::map<std::size_t, double> saturated;  // softmax node -> saturated fraction of its rows
-  for (const auto& d : softmax_diagnostics(g, 0.99, false)) saturated[d.node] = d.saturated_fraction;
+  // softmax node -> saturated fraction of its rows (or of its worst group), and its label
+  std::map<std::size_t, double> saturated;
+  std::map<std::size_t, std::string> saturation_label;
+  for (const auto& d : softmax_diagnostics(g, 0.99, false, o.group_axis)) {
+    if (d.in_backward && !o.backward_softmax) continue;
+    const auto percent = [](double f) { return std::to_string(static_cast<int>(std::lround(100 * f))) + "%"; };
+    const SoftmaxGroup* worst = worst_group(d);
+    saturated[d.node] = worst ? worst->saturated_fraction : d.saturated_fraction;
+    saturation_label[d.node] = "saturated " + percent(d.saturated_fraction);
+    if (worst) {
+      saturation_label[d.node] += "\n[" + std::to_string(*d.group_axis) + "] = " + std::to_string(worst->index) +
+                                  ": " + percent(worst->saturated_fraction) + " (worst)";
+    }
+  }
 
   // Where each drawn node goes: its own box "n<i>", or, collapsed, the box of its scope (and
   // pass) "c<k>". A scoped node's box when collapsed: one per (scope, backward).
@@ -231,7 +243,7 @@ std::string to_dot(const Graph<T>& g, const DotOptions& o) {
     if (n.op && !attrs_line(n.op->attrs()).empty()) label += "\n" + attrs_line(n.op->attrs());
     for (std::size_t k = 0; k < n.output_count(); ++k) label += "\n" + shape_str(n.shape(k));
     const auto s = saturated.find(i);
-    if (s != saturated.end()) label += "\nsaturated " + std::to_string(static_cast<int>(std::lround(100 * s->second))) + "%";
+    if (s != saturated.end()) label += "\n" + saturation_label[i];
     out << indent << "n" << i << " [label=\"" << dot_escape(label) << "\"";
     if (n.is_leaf()) out << ", fillcolor=\"#dbe9f6\"";
     if (s != saturated.end()) out << ", fillcolor=\"" << saturation_colour(s->second) << "\"";

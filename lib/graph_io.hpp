@@ -67,13 +67,21 @@ struct DotOptions {
   enum class Collapse { automatic, never, always };
   Collapse collapse = Collapse::automatic;
   std::size_t collapse_above = 150;
+  // Shade each softmax node by its most saturated group along this axis (worst_group of
+  // softmax_diagnostics' group_axis: for (B, H, T_q, T_k) scores, 1 is the heads) rather than
+  // by all its rows pooled; nodes without such an axis keep the pooled fraction.
+  std::optional<std::size_t> group_axis;
+  // Shade the softmax nodes made by a VJP too (SoftmaxDiagnostics::in_backward): by default
+  // only the model's own are shaded.
+  bool backward_softmax = false;
 };
 
 // Graphviz DOT: one box per node (op, name, attributes, shape), inputs as edges, forward nodes
 // in one cluster and backward nodes in another (shaded), each holding a nested cluster per named
 // scope (Graph::scope), a dashed edge from each gradient to the node it is the gradient of
-// (grad_of). Each softmax node is shaded from white to red by the fraction of its rows that are
-// saturated (max weight >= 0.99), which its label gives. Collapsed (dot_collapses_scopes), the
+// (grad_of). Each softmax node of the model (not made by a VJP, unless backward_softmax) is
+// shaded from white to red by the fraction of its rows that are saturated (max weight >= 0.99;
+// with group_axis, of its worst group), which its label gives. Collapsed (dot_collapses_scopes), the
 // nodes of each scope are one box instead, shaded by its worst softmax; nodes of no scope keep
 // their own. Render with `dot -Tsvg`. Throws xgrad::error naming the graph's scopes if `scope`
 // holds no node, and its node count if `around` is not a node.

@@ -20,7 +20,7 @@ namespace {
 // Running sums of one side at one d_k.
 struct Accumulator {
   double score_sum = 0, score_sq = 0;
-  std::size_t scores = 0, rows = 0, trials = 0;
+  std::size_t scores = 0, rows = 0, gain_rows = 0, trials = 0;
   double max_weight = 0, entropy = 0, saturated = 0, jacobian = 0, gain = 0, grad_q = 0;
 
   void add(const xt::xarray<double>& score_values, const SoftmaxDiagnostics& d, const xt::xarray<double>& grad_q_value) {
@@ -34,7 +34,10 @@ struct Accumulator {
       entropy += r.normalized_entropy;
       saturated += r.saturated ? 1 : 0;
       jacobian += r.jacobian_norm;
-      gain += r.gradient_gain.value_or(0);
+      if (r.gradient_gain) {  // every row has one, but for a grad_out row of exact zeros
+        gain += *r.gradient_gain;
+        ++gain_rows;
+      }
     }
     rows += d.rows.size();
     grad_q += std::sqrt(xt::sum(grad_q_value * grad_q_value)());
@@ -50,7 +53,7 @@ struct Accumulator {
     s.entropy = entropy / r;
     s.saturated_fraction = saturated / r;
     s.jacobian_norm = jacobian / r;
-    s.gradient_gain = gain / r;
+    s.gradient_gain = gain / static_cast<double>(gain_rows);
     s.grad_q_norm = grad_q / static_cast<double>(trials);
     return s;
   }

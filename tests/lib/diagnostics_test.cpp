@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <xtensor/xview.hpp>
+
 namespace {
 
 // Diagnostics of softmax(scores) (rows along the last axis), with a backward pass when asked.
@@ -316,4 +318,193 @@ BOOST_AUTO_TEST_CASE(sweep_refuses_arrays_of_too_many_elements) {
   check_error([&] { saturation_sweep(wide); }, {"saturation_sweep: q (T_q, d_k) (1024, 1048576)"});
 }
 
+// The summaries of the rows i of d for which keep(i), as softmax_diagnostics should make them.
+struct Expected {
+  std::size_t rows = 0, masked = 0, without_gradient = 0, saturated = 0, counted = 0, gains = 0;
+  double entropy_min = 1e300, entropy_sum = 0, entropy_max = -1e300, gain_sum = 0, gain_min = 1e300;
+};
+template <class Keep>
+Expected expected(const SoftmaxDiagnostics& d, Keep keep) {
+  Expected e;
+  for (std::size_t i = 0; i < d.rows.size(); ++i) {
+    if (!keep(i)) continue;
+    const SoftmaxRow& r = d.rows[i];
+    ++e.rows;
+    if (r.masked) {
+      ++e.masked;
+      continue;
+    }
+    ++e.counted;
+    e.saturated += r.saturated;
+    e.entropy_min = std::min(e.entropy_min, r.normalized_entropy);
+    e.entropy_max = std::max(e.entropy_max, r.normalized_entropy);
+    e.entropy_sum += r.normalized_entropy;
+    if (!r.gradient_gain) {
+      ++e.without_gradient;
+      continue;
+    }
+    ++e.gains;
+    e.gain_sum += *r.gradient_gain;
+    e.gain_min = std::min(e.gain_min, *r.gradient_gain);
+  }
+  return e;
+}
+
+void check_stats(const SoftmaxStats& s, const Expected& e) {
+  BOOST_TEST(s.row_count == e.rows);
+  BOOST_TEST(s.masked_rows == e.masked);
+  BOOST_TEST(s.rows_without_gradient == e.without_gradient);
+  BOOST_TEST(s.saturated_fraction == double(e.saturated) / double(e.counted), boost::test_tools::tolerance(1e-15));
+  BOOST_TEST(s.normalized_entropy.min == e.entropy_min);
+  BOOST_TEST(s.normalized_entropy.max == e.entropy_max);
+  BOOST_TEST(s.normalized_entropy.mean == e.entropy_sum / double(e.counted), boost::test_tools::tolerance(1e-14));
+  BOOST_TEST_REQUIRE(s.gradient_gain.has_value());
+  BOOST_TEST(s.gradient_gain->min == e.gain_min);
+  BOOST_TEST(s.gradient_gain->mean == e.gain_sum / double(e.gains), boost::test_tools::tolerance(1e-14));
+}
+
+// (B, H, T, T) scores of an attention whose head 0 saturates: its queries scaled by 30.
+Graph<double>& saturating_head(Graph<double>& g) {
+  xt::xarray<double> qv = random_array<double>({2, 3, 4, 8}, 11);
+  xt::view(qv, xt::all(), 0) *= 30.0;
+  const auto q = g.input("q", qv);
+  const auto k = g.input("k", random_array<double>({2, 3, 4, 8}, 12));
+  const auto v = g.input("v", random_array<double>({2, 3, 4, 8}, 13));
+  const auto s = g.scope("enc.l0.attn");
+  const auto a = attention_nodes(q, k, v);
+  grad(a.output, {q, k, v}, xt::xarray<double>(random_array<double>({2, 3, 4, 8}, 14)));
+  return g;
+}
+
+BOOST_AUTO_TEST_CASE(groups_along_the_heads_name_the_saturated_head) {
+  Graph<double> g;
+  const auto all = softmax_diagnostics(saturating_head(g), 0.99, true, 1);
+  BOOST_TEST_REQUIRE(all.size() == 1u);
+  const SoftmaxDiagnostics& d = all[0];
+  BOOST_TEST(d.row_shape == Shape({2, 3, 4}));  // (B, H, T_q): row (b * H + h) * T_q + t
+  BOOST_TEST(d.rows.size() == 24u);
+  BOOST_TEST(!d.in_backward);
+  BOOST_TEST_REQUIRE(d.group_axis.has_value());
+  BOOST_TEST(*d.group_axis == 1u);
+  BOOST_TEST_REQUIRE(d.groups.size() == 3u);
+  for (std::size_t h = 0; h < 3; ++h) {
+    BOOST_TEST_CONTEXT("head " << h) {
+      BOOST_TEST(d.groups[h].index == h);
+      check_stats(d.groups[h], expected(d, [&](std::size_t i) { return (i / 4) % 3 == h; }));
+    }
+  }
+  check_stats(d, expected(d, [](std::size_t) { return true; }));
+  // Head 0 is the saturated one; its gradient gain is orders below the others'.
+  BOOST_TEST_REQUIRE(worst_group(d) != nullptr);
+  BOOST_TEST(worst_group(d)->index == 0u);
+  BOOST_TEST(d.groups[0].saturated_fraction > 0.5);
+  for (std::size_t h : {1, 2}) {
+    BOOST_TEST(d.groups[h].saturated_fraction < d.groups[0].saturated_fraction);
+    BOOST_TEST(d.groups[0].gradient_gain->mean < 0.05 * d.groups[h].gradient_gain->mean);
+  }
+  // Along the batch (axis 0) and the queries (axis 2) too; the softmax axis groups nothing.
+  const auto by_batch = softmax_diagnostics(g, 0.99, true, 0)[0];
+  BOOST_TEST_REQUIRE(by_batch.groups.size() == 2u);
+  check_stats(by_batch.groups[1], expected(by_batch, [](std::size_t i) { return i >= 12; }));
+  const auto by_query = softmax_diagnostics(g, 0.99, false, 2)[0];
+  BOOST_TEST(by_query.groups.size() == 4u);
+  BOOST_TEST(by_query.rows.empty());
+  BOOST_TEST(by_query.groups[3].row_count == 6u);
+  // Without a group axis, no groups and no worst group.
+  BOOST_TEST(softmax_diagnostics(g)[0].groups.empty());
+  BOOST_TEST(worst_group(softmax_diagnostics(g)[0]) == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(a_group_axis_of_no_softmax_node_is_an_error) {
+  Graph<double> g;
+  saturating_head(g);
+  for (std::size_t axis : {3, 4, 60}) {
+    BOOST_TEST_CONTEXT("axis " << axis) {
+      check_error([&] { softmax_diagnostics(g, 0.99, true, axis); },
+                  {"softmax_diagnostics: group axis " + std::to_string(axis) +
+                   " is an axis other than the softmax axis of no softmax node (node 6 (2, 3, 4, 4) along axis 3)"});
+    }
+  }
+  // A graph with a node it fits and one it does not: the one it fits is grouped.
+  Graph<double> h;
+  softmax(h.input("a", random_array<double>({2, 5}, 1)));
+  softmax(h.input("b", random_array<double>({2, 3, 5}, 2)));
+  const auto d = softmax_diagnostics(h, 0.99, true, 1);
+  BOOST_TEST(!d[0].group_axis.has_value());
+  BOOST_TEST(d[0].groups.empty());
+  BOOST_TEST(d[1].groups.size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(rows_without_gradient_and_masked_rows_leave_the_statistics) {
+  Graph<double> g;
+  // 5 queries of 3 keys: query 4 has every key masked; the loss does not reach query 2 (padding).
+  xt::xarray<double> s = random_array<double>({5, 3}, 21, 3.0);
+  xt::row(s, 4) = -std::numeric_limits<double>::infinity();
+  const auto x = g.input("scores", s);
+  const auto y = softmax(x);
+  xt::xarray<double> go = random_array<double>({5, 3}, 22);
+  xt::row(go, 2) = 0.0;
+  grad(y, {x}, go);
+  const SoftmaxDiagnostics d = softmax_diagnostics(g)[0];
+  BOOST_TEST(d.row_count == 5u);
+  BOOST_TEST(d.masked_rows == 1u);
+  BOOST_TEST(d.rows_without_gradient == 1u);
+  BOOST_TEST(d.rows[4].masked);
+  BOOST_TEST(!d.rows[4].gradient_gain.has_value());
+  BOOST_TEST(!d.rows[2].masked);
+  BOOST_TEST(!d.rows[2].gradient_gain.has_value());  // not a gain of 0
+  for (std::size_t i : {0, 1, 3}) BOOST_TEST(*d.rows[i].gradient_gain > 0.0);
+  check_stats(d, expected(d, [](std::size_t) { return true; }));
+  BOOST_TEST(d.max_weight.min > 1.0 / 3);  // the masked row's 0 is not in it
+  // In JSON: the counts, and null for the gains that are not there.
+  const Json j = diagnostics_to_json({d}, true)[0];
+  BOOST_TEST(j["masked_rows"] == 1);
+  BOOST_TEST(j["rows_without_gradient"] == 1);
+  BOOST_TEST(j["row_shape"] == Json::array({5}));
+  BOOST_TEST(j["per_row"]["gradient_gain"][2].is_null());
+  BOOST_TEST(j["per_row"]["gradient_gain"][4].is_null());
+  BOOST_TEST(j["per_row"]["masked"][4] == true);
+  BOOST_TEST(!j.contains("in_backward"));
+  BOOST_TEST(!j.contains("groups"));
+  // The same rows through attention_weights_diagnostics.
+  const SoftmaxDiagnostics w = attention_weights_diagnostics(y, x);
+  BOOST_TEST(w.masked_rows == 1u);
+  BOOST_TEST(w.rows_without_gradient == 1u);
+  BOOST_TEST(w.gradient_gain->mean == d.gradient_gain->mean, boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(a_softmax_made_by_a_vjp_is_marked_and_not_shaded) {
+  Graph<double> g;
+  const auto x = g.input("x", xt::xarray<double>{{0.0, -1000.0}, {0.0, -1000.0}});
+  softmax(x);                                                  // the model's: all rows saturated
+  const auto l = log_softmax(x);                               // its VJP makes a softmax
+  grad(l, {x}, xt::xarray<double>{{1.0, 0.0}, {1.0, 0.0}});
+  const auto d = softmax_diagnostics(g);
+  BOOST_TEST_REQUIRE(d.size() == 2u);
+  BOOST_TEST(!d[0].in_backward);
+  BOOST_TEST(d[1].in_backward);
+  BOOST_TEST(diagnostics_to_json(d, false)[1]["in_backward"] == true);
+  const auto shaded = [](const std::string& dot) {
+    std::size_t n = 0;
+    for (std::size_t at = dot.find("\\nsaturated "); at != std::string::npos; at = dot.find("\\nsaturated ", at + 1)) ++n;
+    return n;
+  };
+  BOOST_TEST(shaded(to_dot(g)) == 1u);
+  DotOptions all;
+  all.backward_softmax = true;
+  BOOST_TEST(shaded(to_dot(g, all)) == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(dot_shades_a_node_by_its_worst_group) {
+  Graph<double> g;
+  // Index 0 along axis 0 saturated in both rows, index 1 in neither: 50% pooled, 100% worst.
+  softmax(g.input("x", xt::xarray<double>{{{0.0, -1000.0}, {0.0, -1000.0}}, {{0.0, 0.0}, {0.0, 0.0}}}));
+  BOOST_TEST(to_dot(g).find("saturated 50%\", fillcolor=\"#eb9394\"") != std::string::npos, to_dot(g));
+  DotOptions o;
+  o.group_axis = 0;
+  const std::string dot = to_dot(g, o);
+  BOOST_TEST(dot.find("saturated 50%\\n[0] = 0: 100% (worst)\", fillcolor=\"#d62728\"") != std::string::npos, dot);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
+

@@ -28,6 +28,7 @@ std::string help_text() {
          "                    [--no-backward] [-o FILE]\n"
          "       xgrad export --graph GRAPH.json [--format json|dot|onnx] [--values V] [-o FILE]\n"
          "       ... --format dot [--forward-only] [--scope PREFIX] [--around NODE [--depth K]] [--expand]\n"
+         "                        [--by-axis K] [--all]\n"
          "\n"
          "Builds the attention graph out = softmax(q k^T / sqrt(d_k)) v and, unless --no-backward, the\n"
          "backward nodes of grad(out, {q, k, v}) (grad_out = ones), and writes it out. With --graph,\n"
@@ -53,6 +54,9 @@ std::string help_text() {
          "  --depth K           with --around: K (default 2)\n"
          "  --expand            draw every node: without a filter, a graph of more than 150 nodes is\n"
          "                      drawn with each scope as one box (a line on stderr says so)\n"
+         "  --by-axis K         shade each softmax node by its most saturated index along axis K (for\n"
+         "                      (B, H, T_q, T_k) scores, K = 1: the worst head) rather than all its rows\n"
+         "  --all               shade the softmax nodes made by a backward pass too (`xgrad inspect --all`)\n"
          "  -o FILE             write FILE instead of stdout: whole or not at all, never over an input,\n"
          "                      never over anything but a regular file; a symbolic link is followed (the\n"
          "                      file it points to is replaced, the link stays)\n"
@@ -70,7 +74,7 @@ int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::stri
       o.choice("--values", {values_name(ExportValues::none), values_name(ExportValues::inputs), values_name(ExportValues::all)},
                values_name(default_values));
   if (format != "json" && o.has("--values")) throw usage_error("--values applies to --format json only");
-  for (const char* dot_only : {"--forward-only", "--scope", "--around", "--depth", "--expand"}) {
+  for (const char* dot_only : {"--forward-only", "--scope", "--around", "--depth", "--expand", "--by-axis", "--all"}) {
     if (format != "dot" && o.has(dot_only)) throw usage_error(std::string(dot_only) + " applies to --format dot only");
   }
   if (o.has("--depth") && !o.has("--around")) throw usage_error("--depth applies with --around NODE only");
@@ -83,6 +87,8 @@ int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::stri
   if (o.has("--around")) dot.around = static_cast<std::size_t>(o.integer("--around", 0, max_array_elements, 0));
   dot.depth = static_cast<std::size_t>(o.integer("--depth", 0, 1000000, 2));
   if (o.has("--expand")) dot.collapse = DotOptions::Collapse::never;
+  if (o.has("--by-axis")) dot.group_axis = static_cast<std::size_t>(o.integer("--by-axis", 0, 63, 0));
+  dot.backward_softmax = o.has("--all");
   if (format == "onnx" && !o.has("-o")) throw usage_error("--format onnx needs -o FILE: an ONNX model is binary");
   ExportValues ev = default_values;
   for (const ExportValues v : value_choices) {
@@ -150,7 +156,8 @@ int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--q", true}, {"--k", true}, {"--v", true}, {"--shape", true}, {"--seed", true},
                          {"--dtype", true}, {"--impl", true}, {"--format", true}, {"--values", true}, {"--no-backward", false},
                          {"-o", true}, {"--graph", true}, {"--forward-only", false}, {"--scope", true},
-                         {"--around", true}, {"--depth", true}, {"--expand", false}});
+                         {"--around", true}, {"--depth", true}, {"--expand", false},
+                         {"--by-axis", true}, {"--all", false}});
   if (o.has("--graph")) return export_graph(o);
   const AttentionInputs in = attention_inputs(o, true);
   return with_dtype(in.dtype, [&](auto tag) { return run_export<decltype(tag)>(o, in); });
