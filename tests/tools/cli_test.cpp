@@ -16,6 +16,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <xtensor/xview.hpp>
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -276,6 +278,89 @@ BOOST_AUTO_TEST_CASE(inspect_prints_softmax_diagnostics) {
   const Run bad = s.xgrad("inspect g.json --threshold 2");
   BOOST_TEST(bad.rc == 2);
   BOOST_TEST(bad.err.find("--threshold needs a number in (0, 1], not '2'") != std::string::npos, bad.err);
+}
+
+BOOST_AUTO_TEST_CASE(inspect_by_axis_names_the_saturated_head) {
+  Sandbox s;
+  {
+    // (B, H, T, T) attention in scope enc.l0.attn, head 1 of 3 made to saturate (queries x30).
+    Graph<double> g;
+    xt::xarray<double> qv = random_array<double>({2, 3, 4, 8}, 11);
+    xt::view(qv, xt::all(), 1) *= 30.0;
+    const auto q = g.input("q", qv);
+    const auto k = g.input("k", random_array<double>({2, 3, 4, 8}, 12));
+    const auto v = g.input("v", random_array<double>({2, 3, 4, 8}, 13));
+    const auto scope = g.scope("enc.l0.attn");
+    grad(attention(q, k, v), {q, k, v}, xt::xarray<double>(random_array<double>({2, 3, 4, 8}, 14)));
+    write_text(s.dir / "h.json", to_json(g, ExportValues::all).dump());
+  }
+  const Run table = s.xgrad("inspect h.json --by-axis 1");
+  BOOST_TEST_REQUIRE(table.rc == 0, table.err);
+  BOOST_TEST(table.out.find("one line per index along axis 1") != std::string::npos, table.out);
+  BOOST_TEST(std::count(table.out.begin(), table.out.end(), '\n') == 5, table.out);  // title, header, 3 heads
+  BOOST_TEST(table.out.find("enc.l0.attn") != std::string::npos, table.out);
+  // The CSV's most saturated line is head 1's.
+  const std::string csv = s.xgrad("inspect h.json --by-axis 1 --format csv").out;
+  std::istringstream lines(csv);
+  std::string line, header, worst;
+  std::getline(lines, header);
+  BOOST_TEST(header.find(",scope,group_axis,index,masked_rows,rows_without_gradient,in_backward") != std::string::npos);
+  double most = -1;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    ++count;
+    std::vector<std::string> cells;
+    std::istringstream cell(line);
+    for (std::string c; std::getline(cell, c, ',');) cells.push_back(c);
+    BOOST_TEST_REQUIRE(cells.size() == 30u, line);
+    BOOST_TEST(cells[24] == "enc.l0.attn");
+    BOOST_TEST(cells[25] == "1");
+    if (std::stod(cells[5]) > most) {
+      most = std::stod(cells[5]);
+      worst = cells[26];
+    }
+  }
+  BOOST_TEST(count == 3);
+  BOOST_TEST(worst == "1");
+  const Json j = Json::parse(s.xgrad("inspect h.json --by-axis 1 --format json").out);
+  BOOST_TEST(j[0]["row_shape"] == Json::array({2, 3, 4}));
+  BOOST_TEST(j[0]["groups"].size() == 3u);
+  BOOST_TEST(j[0]["groups"][1]["index"] == 1);
+  // The DOT picture shades the node by its worst head.
+  const Run dot = s.xgrad("export --graph h.json --format dot --by-axis 1");
+  BOOST_TEST(dot.out.find("[1] = 1: ") != std::string::npos, dot.out);
+  // An axis no softmax node has, or the softmax axis itself: exit 2 naming the node.
+  for (const char* bad : {"3", "4"}) {
+    const Run r = s.xgrad(std::string("inspect h.json --by-axis ") + bad);
+    BOOST_TEST(r.rc == 2, bad);
+    BOOST_TEST(r.err.find("--by-axis: softmax_diagnostics: group axis " + std::string(bad) +
+                          " is an axis other than the softmax axis of no softmax node (node ") != std::string::npos, r.err);
+    BOOST_TEST(one_line(r.err), r.err);
+  }
+  BOOST_TEST(s.xgrad("inspect h.json --by-axis x").rc == 2);
+  BOOST_TEST(s.xgrad("export --graph h.json --by-axis 1").rc == 2);  // DOT only
+}
+
+BOOST_AUTO_TEST_CASE(inspect_leaves_out_a_backward_softmax_unless_all) {
+  Sandbox s;
+  {
+    Graph<double> g;
+    const auto x = g.input("x", random_array<double>({3, 5}, 1));
+    softmax(x);
+    grad(log_softmax(x), {x}, xt::xarray<double>(random_array<double>({3, 5}, 2)));
+    write_text(s.dir / "b.json", to_json(g, ExportValues::all).dump());
+  }
+  const Run model = s.xgrad("inspect b.json");
+  BOOST_TEST_REQUIRE(model.rc == 0, model.err);
+  BOOST_TEST(model.out.find("b.json: 1 softmax node (float64)") != std::string::npos, model.out);
+  BOOST_TEST(model.out.find("(1 softmax node made by a backward pass left out; --all lists it)") != std::string::npos, model.out);
+  const Run all = s.xgrad("inspect b.json --all");
+  BOOST_TEST(all.out.find("b.json: 2 softmax nodes (float64)") != std::string::npos, all.out);
+  BOOST_TEST(all.out.find("[in a backward pass]") != std::string::npos, all.out);
+  BOOST_TEST(Json::parse(s.xgrad("inspect b.json --format json").out).size() == 1u);
+  const Json j = Json::parse(s.xgrad("inspect b.json --format json --all").out);
+  BOOST_TEST(j.size() == 2u);
+  BOOST_TEST(j[1]["in_backward"] == true);
 }
 
 BOOST_AUTO_TEST_CASE(saturation_sweeps_and_plots) {
