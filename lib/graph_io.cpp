@@ -332,12 +332,18 @@ std::string to_dot(const Graph<T>& g, const DotOptions& o) {
   for (const auto& [from, to] : grad_edges) {
     out << "  " << from << " -> " << to << " [style=dashed, color=\"#e6a15c\", arrowhead=empty, constraint=false];\n";
   }
-  // Named outputs and gradients: a plain label tied to the node by a dotted line.
+  // Named outputs and gradients: a plain label tied to its box by a dotted line, one per box
+  // and kind ("grad w_q\nw_k": a collapsed scope holds many).
   const auto names = [&](const std::map<std::string, Slot>& m, const std::string& kind) {
+    std::map<std::string, std::string> label_of;  // box -> its names
     for (const auto& [name, slot] : m) {
       if (id[slot.node].empty()) continue;
-      const std::string label = dot_escape(kind + " " + name);
-      out << "  \"" << label << "\" [shape=plaintext, style=\"\"];\n  " << id[slot.node] << " -> \"" << label
+      std::string& label = label_of[id[slot.node]];
+      label += (label.empty() ? kind + " " : "\n") + name;
+    }
+    for (const auto& [box, text] : label_of) {
+      const std::string label = dot_escape(text);
+      out << "  \"" << label << "\" [shape=plaintext, style=\"\"];\n  " << box << " -> \"" << label
           << "\" [style=dotted, arrowhead=none];\n";
     }
   };

@@ -213,6 +213,11 @@ BOOST_AUTO_TEST_CASE(dot_collapses_scopes_above_its_node_bound_unless_told_not_t
   BOOST_TEST(c.find("(worst softmax)") != std::string::npos);
   BOOST_TEST(c.find("softmax_vjp") == std::string::npos);  // inside a box
   BOOST_TEST(count_of(c, "shape=box3d") >= 4u);            // the layers' scopes and their attention's, both passes
+  // Names on one box are one label: two gradients of enc.l0.attn's backward box.
+  s.g.set_grad("w_q0_again", s.g.var(s.g.grads().at("w_q0")));
+  const std::string named = to_dot(s.g, o);
+  BOOST_TEST(named.find("\"grad w_q0\\nw_q0_again\" [shape=plaintext") != std::string::npos, named);
+  BOOST_TEST(count_of(named, "-> \"grad w_q0") == 1u);
   o.scope = "enc.l0";                                       // a filter: drawn in full
   BOOST_TEST(!dot_collapses_scopes(s.g, o));
   o.scope.clear();
