@@ -193,7 +193,7 @@ class Op {
 };
 
 inline std::vector<std::string> Op::to_onnx(OnnxEmitter&, const OnnxNode&) const {
-  throw error("has no ONNX lowering");
+  throw error("has no ONNX lowering (an op's to_onnx writes one, or says why there is none: docs/custom-ops.md)");
 }
 
 inline Shape Op::infer_shape(const std::vector<Shape>&) const {

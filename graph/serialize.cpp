@@ -288,7 +288,7 @@ NodeSpec read_node(const JsonCursor& c, std::size_t i, const OpFactory& make_op,
     if (n.role == Role::forward && n.outputs[k].grad_of) reader.grad_of_at(c, k).fail("a forward node is no gradient");
   }
   n.made = make_op(n.op, attrs);
-  if (!n.made) c[key::op].fail("unknown op \"" + n.op + "\"");
+  if (!n.made) c[key::op].fail("unknown op \"" + n.op + "\" (a program's own op reads back through ImportOptions::ops: docs/custom-ops.md)");
   if (n.inputs.size() != n.made->arity()) {
     inputs_c.fail(n.op + " takes " + std::to_string(n.made->arity()) + " inputs, got " + std::to_string(n.inputs.size()));
   }
