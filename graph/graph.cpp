@@ -253,6 +253,14 @@ void Graph<T>::set_grad(std::string name, const Var<T>& v) {
 template <class T>
 Args<T> Graph<T>::args_of(const Node<T>& n) const {
   Args<T> args;
+  fill_args(n, args);
+  return args;
+}
+
+template <class T>
+void Graph<T>::fill_args(const Node<T>& n, Args<T>& args) const {
+  args.clear();
+  args.indices.clear();
   args.reserve(n.inputs.size());
   args.step = m_step;
   args.training = m_training;
@@ -266,7 +274,6 @@ Args<T> Graph<T>::args_of(const Node<T>& n) const {
       args.push_back(&x.outputs[in.output].value);
     }
   }
-  return args;
 }
 
 namespace {
@@ -299,17 +306,22 @@ std::vector<Shape> Graph<T>::output_shapes(std::size_t id, const Node<T>& n, con
 template <class T>
 void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes) {
   n.outputs.resize(shapes.size());
-  Outs<T> outs;
   for (std::size_t k = 0; k < shapes.size(); ++k) {
     if (!shapes_equal(shapes[k], n.outputs[k].value.shape())) n.outputs[k].value.resize(shapes[k]);
-    outs.push_back(&n.outputs[k].value);
   }
+  run_node(id, n, args);
+}
+
+template <class T>
+void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args) {
+  m_outs.clear();
+  for (auto& output : n.outputs) m_outs.push_back(&output.value);
   if (!m_node_seconds) {
-    with_node_context(*n.op, id, n.scope, [&] { n.op->forward(args, outs); });
+    with_node_context(*n.op, id, n.scope, [&] { n.op->forward(args, m_outs); });
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  with_node_context(*n.op, id, n.scope, [&] { n.op->forward(args, outs); });
+  with_node_context(*n.op, id, n.scope, [&] { n.op->forward(args, m_outs); });
   if (m_node_seconds->size() <= id) m_node_seconds->resize(id + 1, 0.0);
   (*m_node_seconds)[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -456,11 +468,18 @@ void Graph<T>::replay() {
     replay_lean();
     return;
   }
+  Args<T> args;  // refilled for each node, its capacity kept
   for (std::size_t id = 0; id < m_nodes.size(); ++id) {
     Node<T>& n = m_nodes[id];
     if (n.is_leaf()) continue;
-    const Args<T> args = args_of(n);
-    run_node(id, n, args, output_shapes(id, n, args));
+    fill_args(n, args);
+    // A node's output shapes follow from its inputs' shapes, and no leaf's shape ever changes
+    // (set_value keeps it): they are those of its values, but for a node a lean replay released.
+    if (n.released) {
+      run_node(id, n, args, output_shapes(id, n, args));
+    } else {
+      run_node(id, n, args);
+    }
     n.released = false;
   }
 }

@@ -298,11 +298,14 @@ class Graph {
   void set_indices(const Var<T>& leaf, xt::xarray<std::int64_t> value);
   void set_mask(const Var<T>& leaf, const xt::xarray<bool>& value);
   void check_var(const Var<T>& v, const char* what) const;
+  // n's inputs as its forward reads them, into `args` (whose capacity a replay reuses).
+  void fill_args(const Node<T>& n, Args<T>& args) const;
   Args<T> args_of(const Node<T>& n) const;
   // The shapes of node id's outputs for these inputs, and its forward into its outputs (resized
-  // to those shapes); errors prefixed "<op> (node N): ".
+  // to those shapes; without shapes, as they are); errors prefixed "<op> (node N): ".
   std::vector<Shape> output_shapes(std::size_t id, const Node<T>& n, const Args<T>& args) const;
   void run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes);
+  void run_node(std::size_t id, Node<T>& n, const Args<T>& args);
   void replay_lean();
   std::vector<char> kept_nodes() const;  // 1 for leaves, keep_only's Vars, outputs and grads
   void release(Node<T>& n);              // a lean replay's: its buffers become spares
@@ -318,6 +321,7 @@ class Graph {
   std::uint64_t m_step = 0;  // the run state: set_step, set_training
   bool m_training = true;
   std::vector<double>* m_node_seconds = nullptr;  // time_nodes
+  Outs<T> m_outs;  // run_node's, kept for its capacity
   WorkBudget* m_work_budget = nullptr;            // limit_work
 };
 

@@ -32,7 +32,7 @@ class BroadcastToOp final : public OpFor<BroadcastToOp> {
     if (!detail::broadcastable(x[0], m_shape)) {
       throw error("x " + shape_str(x[0]) + " does not broadcast to " + shape_str(m_shape));
     }
-    detail::check_elements(m_shape, "broadcasting x " + shape_str(x[0]) + " to " + shape_str(m_shape));
+    detail::check_elements(m_shape, [&] { return "broadcasting x " + shape_str(x[0]) + " to " + shape_str(m_shape); });
     return m_shape;
   }
 

@@ -105,8 +105,9 @@ class EmbeddingOp final : public OpFor<EmbeddingOp> {
     if (x[0].size() != 2) throw error("table " + shape_str(x[0]) + " must be a matrix (V, d)");
     Shape y = x[1];
     y.push_back(x[0][1]);
-    detail::check_elements(y, "the output " + shape_str(y) + " (ids..., d) of table " + shape_str(x[0]) + " and ids " +
-                                  shape_str(x[1]));
+    detail::check_elements(y, [&] {
+      return "the output " + shape_str(y) + " (ids..., d) of table " + shape_str(x[0]) + " and ids " + shape_str(x[1]);
+    });
     return y;
   }
 
@@ -152,7 +153,7 @@ class EmbeddingVjpOp final : public OpFor<EmbeddingVjpOp> {
       throw error("grad_out " + shape_str(g) + " must be (ids..., d) for ids " + shape_str(x[1]));
     }
     const Shape y = {m_rows, g.back()};
-    detail::check_elements(y, "the gradient " + shape_str(y) + " (V, d) of a table of " + std::to_string(m_rows) + " rows");
+    detail::check_elements(y, [&] { return "the gradient " + shape_str(y) + " (V, d) of a table of " + std::to_string(m_rows) + " rows"; });
     return y;
   }
 

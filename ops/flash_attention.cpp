@@ -32,23 +32,23 @@ namespace xgrad {
 namespace detail {
 
 AttentionDims attention_dims(const Shape& q, const Shape& k, const Shape& v) {
-  const std::string all = "q is " + shape_str(q) + ", k is " + shape_str(k) + ", v is " + shape_str(v);
-  if (q.size() < 2 || k.size() < 2 || v.size() < 2) throw error("q, k and v need rank >= 2 (..., T, d): " + all);
+  const auto all = [&] { return "q is " + shape_str(q) + ", k is " + shape_str(k) + ", v is " + shape_str(v); };
+  if (q.size() < 2 || k.size() < 2 || v.size() < 2) throw error("q, k and v need rank >= 2 (..., T, d): " + all());
   if (q.size() != k.size() || q.size() != v.size() || !std::equal(q.begin(), q.end() - 2, k.begin()) ||
       !std::equal(q.begin(), q.end() - 2, v.begin())) {
-    throw error("batch axes differ (the leading axes of q, k and v must be equal): " + all);
+    throw error("batch axes differ (the leading axes of q, k and v must be equal): " + all());
   }
   AttentionDims d{Shape(q.begin(), q.end() - 2), 1, q[q.size() - 2], k[k.size() - 2], q.back(), v.back()};
   if (k.back() != d.d_k) {
-    throw error("d_k differs: q has d_k = " + std::to_string(d.d_k) + ", k has d_k = " + std::to_string(k.back()) + ": " + all);
+    throw error("d_k differs: q has d_k = " + std::to_string(d.d_k) + ", k has d_k = " + std::to_string(k.back()) + ": " + all());
   }
   if (v[v.size() - 2] != d.t_k) {
     throw error("T_k differs: k has T_k = " + std::to_string(d.t_k) + ", v has T_k = " + std::to_string(v[v.size() - 2]) +
-                ": " + all);
+                ": " + all());
   }
-  if (d.t_k == 0) throw error("T_k = 0, softmax over no keys is undefined: " + all);
+  if (d.t_k == 0) throw error("T_k = 0, softmax over no keys is undefined: " + all());
   for (std::size_t x : {d.t_q, d.t_k, d.d_k, d.d_v}) {
-    if (x > static_cast<std::size_t>(INT_MAX)) throw error("a matrix axis exceeds INT_MAX: " + all);
+    if (x > static_cast<std::size_t>(INT_MAX)) throw error("a matrix axis exceeds INT_MAX: " + all());
   }
   for (std::size_t b : d.batch_axes) d.batch *= b;
   return d;

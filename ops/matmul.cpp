@@ -65,7 +65,7 @@ class MatmulOp final : public OpFor<MatmulOp> {
     Shape y = *batch;
     y.push_back(d.m);
     y.push_back(d.n);
-    detail::check_elements(y, "the product " + shape_str(y) + " of a " + shape_str(a) + " and b " + shape_str(b));
+    detail::check_elements(y, [&] { return "the product " + shape_str(y) + " of a " + shape_str(a) + " and b " + shape_str(b); });
     // (The merged rows of one GEMM, below, fit int: they are rows of y, within 2^28 elements.)
     return y;
   }

@@ -41,7 +41,7 @@ class SumToOp final : public OpFor<SumToOp> {
                   ": the target does not broadcast to x");
     }
     // Larger than x only where x has an axis of 0 that the target has as 1.
-    detail::check_elements(m_shape, "summing x " + shape_str(x[0]) + " to " + shape_str(m_shape));
+    detail::check_elements(m_shape, [&] { return "summing x " + shape_str(x[0]) + " to " + shape_str(m_shape); });
     return m_shape;
   }
 

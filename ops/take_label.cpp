@@ -197,7 +197,7 @@ class TakeLabelVjpOp final : public OpFor<TakeLabelVjpOp> {
     if (x[0] != x[1]) throw error("grad_out " + shape_str(x[0]) + " must have the shape of labels " + shape_str(x[1]));
     Shape y = x[1];
     y.push_back(m_classes);
-    detail::check_elements(y, "the gradient " + shape_str(y) + " (labels..., C) of " + std::to_string(m_classes) + " classes");
+    detail::check_elements(y, [&] { return "the gradient " + shape_str(y) + " (labels..., C) of " + std::to_string(m_classes) + " classes"; });
     return y;
   }
 

@@ -33,11 +33,11 @@ class WhereOp final : public OpFor<WhereOp> {
   Shape infer_shape(const std::vector<Shape>& x) const override {
     const std::optional<Shape> ca = detail::broadcast_shapes(x[0], x[1]);
     const std::optional<Shape> y = ca ? detail::broadcast_shapes(*ca, x[2]) : std::nullopt;
-    const std::string shapes = "cond " + shape_str(x[0]) + ", a " + shape_str(x[1]) + " and b " + shape_str(x[2]);
+    const auto shapes = [&] { return "cond " + shape_str(x[0]) + ", a " + shape_str(x[1]) + " and b " + shape_str(x[2]); };
     if (!y) {
-      throw error(shapes + " do not broadcast together (aligned on the right, each pair of axes must be equal or one of them 1)");
+      throw error(shapes() + " do not broadcast together (aligned on the right, each pair of axes must be equal or one of them 1)");
     }
-    detail::check_elements(*y, "broadcasting " + shapes + " to " + shape_str(*y));
+    detail::check_elements(*y, [&] { return "broadcasting " + shapes() + " to " + shape_str(*y); });
     return *y;
   }
 

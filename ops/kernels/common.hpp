@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
@@ -21,10 +22,18 @@ namespace xgrad::detail {
 // an op's output (in infer_shape) or the result of a library function (masks, one_hot,
 // initialisers). Throws xgrad::error "<what> makes more than 268435456 elements" if `shape`
 // holds more than max_array_elements elements, axes of length 0 counted as 1 (bounded_size).
-inline void check_elements(const Shape& shape, const std::string& what) {
-  if (!bounded_size(shape)) {
-    throw error(what + " makes more than " + std::to_string(max_array_elements) + " elements");
+// `what` is a string, or a function that gives one, called only then: an op's infer_shape runs
+// on every replay, and must not format shapes it does not print.
+template <class What>
+void check_elements(const Shape& shape, const What& what) {
+  if (bounded_size(shape)) return;
+  std::string text;
+  if constexpr (std::is_invocable_v<const What&>) {
+    text = what();
+  } else {
+    text = what;
   }
+  throw error(text + " makes more than " + std::to_string(max_array_elements) + " elements");
 }
 
 // check_elements for a library function's result: "<function>: a (2, 3) <noun> makes more ...".
@@ -190,7 +199,7 @@ inline Shape broadcast_or_throw(const Shape& a, const Shape& b) {
     throw error("a " + shape_str(a) + " and b " + shape_str(b) +
                 " do not broadcast together (aligned on the right, each pair of axes must be equal or one of them 1)");
   }
-  check_elements(*s, "broadcasting a " + shape_str(a) + " and b " + shape_str(b) + " to " + shape_str(*s));
+  check_elements(*s, [&] { return "broadcasting a " + shape_str(a) + " and b " + shape_str(b) + " to " + shape_str(*s); });
   return *s;
 }
 
