@@ -250,6 +250,73 @@ void Graph<T>::set_grad(std::string name, const Var<T>& v) {
   m_grads[std::move(name)] = v.slot();
 }
 
+namespace {
+
+// The buffers of destroyed graphs' large values, per thread (release_cached_buffers).
+template <class T>
+class ValueCache {
+ public:
+  // glibc's malloc gives an allocation of 128 KiB or more pages of its own (mmap), and takes
+  // them back when it is freed: the next one faults in new pages. Below, its heap reuses memory.
+  static constexpr std::size_t min_bytes = std::size_t(128) << 10;
+  static constexpr std::size_t max_bytes = std::size_t(256) << 20;
+  void give(xt::xarray<T>&& buffer) {
+    const std::size_t bytes = buffer.size() * sizeof(T);
+    if (bytes < min_bytes || m_bytes + bytes > max_bytes) return;
+    m_bytes += bytes;
+    m_spare.give(std::move(buffer));
+  }
+  // A buffer of `size` elements, or an empty array.
+  xt::xarray<T> take(std::size_t size) {
+    if (size * sizeof(T) < min_bytes) return {};
+    xt::xarray<T> buffer = m_spare.take(size);
+    m_bytes -= buffer.size() * sizeof(T);
+    return buffer;
+  }
+  void clear() {
+    m_spare.clear();
+    m_bytes = 0;
+  }
+
+ private:
+  detail::SpareBuffers<T> m_spare;
+  std::size_t m_bytes = 0;
+};
+
+// This thread's cache; nullptr once the thread's end destroyed it (a static Graph's destructor
+// may run after that).
+template <class T>
+ValueCache<T>* value_cache() {
+  thread_local bool gone = false;  // trivially destructible: still readable then
+  struct Holder {
+    ValueCache<T> cache;
+    bool* gone;
+    ~Holder() { *gone = true; }
+  };
+  if (gone) return nullptr;
+  thread_local Holder holder{{}, &gone};
+  return &holder.cache;
+}
+
+}  // namespace
+
+void release_cached_buffers() {
+  if (ValueCache<float>* cache = value_cache<float>()) cache->clear();
+  if (ValueCache<double>* cache = value_cache<double>()) cache->clear();
+}
+
+template <class T>
+Graph<T>::~Graph() {
+  ValueCache<T>* cache = value_cache<T>();
+  if (!cache) return;
+  // The values of ops only: a leaf's buffer came from its caller, and goes back to malloc (whose
+  // mmap threshold then grows past its size, so that the caller's next copy reuses heap memory).
+  for (Node<T>& n : m_nodes) {
+    if (n.is_leaf()) continue;
+    for (Output<T>& output : n.outputs) cache->give(std::move(output.value));
+  }
+}
+
 template <class T>
 Args<T> Graph<T>::args_of(const Node<T>& n) const {
   Args<T> args;
@@ -358,6 +425,14 @@ std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const 
     for (const auto& v : x) in.push_back(v.shape());
     const double work = n.op->work(in, shapes);
     if (!m_work_budget->add(work)) with_node_context(*n.op, id, n.scope, [&] { throw error(m_work_budget->refusal(n.op->name(), work)); });
+  }
+  // Large values in buffers an earlier graph of this thread left (release_cached_buffers).
+  n.outputs.resize(shapes.size());
+  if (ValueCache<T>* cache = value_cache<T>()) {
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      xt::xarray<T> buffer = cache->take(shape_size(shapes[k]));
+      if (buffer.size() > 0) n.outputs[k].value = std::move(buffer);
+    }
   }
   run_node(id, n, args, shapes);
   m_nodes.push_back(std::move(n));

@@ -131,6 +131,9 @@ class Graph {
   // Vars point at their graph: it neither copies nor moves. copy_from() duplicates one.
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
+  // Gives its nodes' large value buffers to this thread's buffer cache (release_cached_buffers),
+  // for the next graph's nodes of the same sizes.
+  ~Graph();
 
   Var<T> input(std::string name, xt::xarray<T> value);
   // input(name, matrix(rows)): g.input("q", {{0.5}, {0.0}}).
@@ -324,6 +327,15 @@ class Graph {
   Outs<T> m_outs;  // run_node's, kept for its capacity
   WorkBudget* m_work_budget = nullptr;            // limit_work
 };
+
+// Large node values (128 KiB and more) outlive their graph in a cache of the thread that
+// destroyed it, up to 256 MiB in all, and a node made later on that thread with a value of the
+// same element count takes one instead of new memory: a program that builds a fresh graph
+// each step then reuses pages already touched, rather than having the system fault in and
+// clear new ones (that was up to 2x a large attention's time). Values are always written
+// whole by their forward; a cached buffer's old elements are never read. This frees the
+// calling thread's cache now (the cache of a thread is freed when it ends).
+void release_cached_buffers();
 
 // Why `name` cannot name a scope (Graph::scope): "" if it can, else what is wrong with it (empty,
 // a control character or a quote).

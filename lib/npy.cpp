@@ -310,11 +310,7 @@ std::string npy_bytes(const xt::xarray<T>& array) {
 
 template <class T>
 void write_npy(const std::string& path, const xt::xarray<T>& array) {
-  const std::string bytes = npy_bytes(array);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw error(path + ": cannot write the file");
+  write_file_atomically(path, npy_bytes(array));
 }
 
 template std::string npy_bytes(const xt::xarray<float>&);
