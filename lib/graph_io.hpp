@@ -33,7 +33,8 @@ struct ImportOptions {
 // had values = none); every other node is recomputed from them, so export -> import -> replay ->
 // export gives the same string when the values were exported. Throws xgrad::error naming the
 // JSON path of the first problem ("graph JSON: nodes[4].inputs[1][0]: refers to node 7, which is
-// not before node 4"); the text is checked for nesting deeper than the format before parsing.
+// not before node 4"); the one pass of nlohmann's SAX parser refuses nesting deeper than the
+// format and repeated keys as it reads.
 // Every node is checked before any runs: the nodes may hold max_elements elements in all, and
 // their forwards cost max_work element visits (Op::work; see graph/serialize.hpp).
 template <class T>
@@ -42,7 +43,7 @@ std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, std::size_t max
 template <class T>
 std::unique_ptr<Graph<T>> graph_from_json(std::string_view text, const ImportOptions& options);
 
-// The same in two steps: parse_graph_json (the depth cap, then nlohmann's parser), after which
+// The same in two steps: parse_graph_json (one SAX pass with the depth cap), after which
 // graph_json_dtype(json) tells which T to rebuild with graph_from_parsed_json<T>(json).
 Json parse_graph_json(std::string_view text);
 template <class T>
