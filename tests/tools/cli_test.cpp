@@ -346,7 +346,10 @@ BOOST_AUTO_TEST_CASE(inspect_leaves_out_a_backward_softmax_unless_all) {
   {
     Graph<double> g;
     const auto x = g.input("x", random_array<double>({3, 5}, 1));
-    softmax(x);
+    {
+      const auto scope = g.scope("l0,attn");  // a comma: the CSV quotes it
+      softmax(x);
+    }
     grad(log_softmax(x), {x}, xt::xarray<double>(random_array<double>({3, 5}, 2)));
     write_text(s.dir / "b.json", to_json(g, ExportValues::all).dump());
   }
@@ -361,6 +364,8 @@ BOOST_AUTO_TEST_CASE(inspect_leaves_out_a_backward_softmax_unless_all) {
   const Json j = Json::parse(s.xgrad("inspect b.json --format json --all").out);
   BOOST_TEST(j.size() == 2u);
   BOOST_TEST(j[1]["in_backward"] == true);
+  const std::string csv = s.xgrad("inspect b.json --format csv").out;
+  BOOST_TEST(csv.find(",\"l0,attn\",,,0,,0\n") != std::string::npos, csv);
 }
 
 BOOST_AUTO_TEST_CASE(saturation_sweeps_and_plots) {

@@ -131,7 +131,9 @@ int run_inspect(const std::string& path, const Json& json, double threshold, con
       }
       if (s.gradient_gain) appendf(out, ",%.17g,%.17g,%.17g", s.gradient_gain->min, s.gradient_gain->mean, s.gradient_gain->max);
       else appendf(out, ",,,");
-      const std::string scope = g->node(d.node).scope;  // a scope name holds no comma or quote
+      // A scope's name holds no quote (scope_name_fault): one with a comma is quoted whole.
+      std::string scope = g->node(d.node).scope;
+      if (scope.find(',') != std::string::npos) scope = '"' + scope + '"';
       appendf(out, ",%s,%s,%s,%zu,%s,%d\n", scope.c_str(), d.group_axis ? std::to_string(*d.group_axis).c_str() : "",
               l.group ? std::to_string(l.group->index).c_str() : "", s.masked_rows,
               s.gradient_gain ? std::to_string(s.rows_without_gradient).c_str() : "", d.in_backward ? 1 : 0);
