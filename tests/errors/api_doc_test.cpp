@@ -4,6 +4,7 @@
 // this suite until the API page says what it is.
 #include "../check.hpp"
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -100,8 +101,15 @@ std::set<std::string> public_names(const std::string& code) {
   return names;
 }
 
+// Whether `name` is in `doc` as a whole word (no letter, digit or _ on either side).
 bool mentions(const std::string& doc, const std::string& name) {
-  return std::regex_search(doc, std::regex("(^|[^A-Za-z0-9_])" + name + "($|[^A-Za-z0-9_])"));
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::size_t at = doc.find(name); at != std::string::npos; at = doc.find(name, at + 1)) {
+    const bool starts = at == 0 || !word(doc[at - 1]);
+    const bool ends = at + name.size() == doc.size() || !word(doc[at + name.size()]);
+    if (starts && ends) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -131,6 +139,13 @@ BOOST_AUTO_TEST_CASE(the_scanner_finds_what_headers_declare) {
                for (const auto& n : names) s += n + " ";
                return s;
              }());
+}
+
+BOOST_AUTO_TEST_CASE(a_name_counts_as_a_whole_word_only) {
+  BOOST_TEST(mentions("`softmax(x)`", "softmax"));
+  BOOST_TEST(mentions("softmax", "softmax"));
+  BOOST_TEST(!mentions("log_softmax and softmaxes", "softmax"));
+  BOOST_TEST(mentions("log_softmax and softmax.", "softmax"));
 }
 
 BOOST_AUTO_TEST_CASE(api_md_names_every_public_declaration) {
