@@ -626,6 +626,7 @@ void Graph<T>::replay_lean() {
   const std::vector<char> kept = kept_nodes();
   const detail::LeanPlan plan = detail::plan_lean_replay(
       count, [&](std::size_t id) -> const std::vector<Slot>& { return m_nodes[id].inputs; }, kept);
+  Args<T> args;  // refilled for each node, its capacity kept
   for (std::size_t id = 0; id < count; ++id) {
     Node<T>& n = m_nodes[id];
     if (n.is_leaf()) continue;
@@ -633,7 +634,7 @@ void Graph<T>::replay_lean() {
       release(n);
       continue;
     }
-    Args<T> args = args_of(n);
+    fill_args(n, args);
     const std::vector<Shape> shapes = output_shapes(id, n, args);
     if (!kept[id]) {
       // Each output's buffer: for an op with one output, an input of as many elements read for
