@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -277,6 +278,7 @@ class ValueCache {
     m_spare.clear();
     m_bytes = 0;
   }
+  std::size_t bytes() const { return m_bytes; }
 
  private:
   detail::SpareBuffers<T> m_spare;
@@ -428,13 +430,22 @@ std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const 
   }
   // Large values in buffers an earlier graph of this thread left (release_cached_buffers).
   n.outputs.resize(shapes.size());
-  if (ValueCache<T>* cache = value_cache<T>()) {
+  ValueCache<T>* cache = value_cache<T>();
+  if (cache) {
     for (std::size_t k = 0; k < shapes.size(); ++k) {
       xt::xarray<T> buffer = cache->take(shape_size(shapes[k]));
       if (buffer.size() > 0) n.outputs[k].value = std::move(buffer);
     }
   }
-  run_node(id, n, args, shapes);
+  try {
+    run_node(id, n, args, shapes);
+  } catch (const std::bad_alloc&) {
+    // The cache may hold the memory this node needs (under a limit of the address space): free
+    // it and run the node once more.
+    if (!cache || cache->bytes() == 0) throw;
+    release_cached_buffers();
+    run_node(id, n, args, shapes);
+  }
   m_nodes.push_back(std::move(n));
   std::vector<Var<T>> outs;
   for (std::size_t k = 0; k < m_nodes.back().output_count(); ++k) outs.emplace_back(*this, id, k);

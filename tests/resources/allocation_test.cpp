@@ -5,7 +5,9 @@
 #define BOOST_TEST_MODULE xgrad_resources
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -14,8 +16,11 @@
 namespace {
 
 std::atomic<std::size_t> current{0}, peak{0};
+// Allocations that would take `current` above this fail (std::bad_alloc), as under ulimit -v.
+std::atomic<std::size_t> limit{SIZE_MAX};
 
 void* counted_alloc(std::size_t n) {
+  if (n > limit - std::min<std::size_t>(current, limit)) throw std::bad_alloc();
   // A 16-byte header keeps the size (and the alignment of new) for the matching delete.
   auto* p = static_cast<unsigned char*>(std::malloc(n + 16));
   if (!p) throw std::bad_alloc();
@@ -143,6 +148,44 @@ BOOST_AUTO_TEST_CASE(summary_diagnostics_take_no_memory_per_row) {
   grad(softmax(x), {x});
   const std::size_t bytes = peak_of([&] { softmax_diagnostics(g, 0.99, false); });
   BOOST_TEST(bytes < 64 * 1024u, bytes << " bytes for a softmax of " << (1u << 20) << " elements");
+}
+
+// A graph of three op values of `rows` x 256 float64 (rows / 2 KiB each) on an input of that size.
+void chain_of_three(std::size_t rows) {
+  Graph<double> g;
+  const auto x = g.input("x", xt::xarray<double>(xt::ones<double>({rows, std::size_t(256)})));
+  exp(exp(exp(x)));
+}
+
+BOOST_AUTO_TEST_CASE(a_fresh_graph_takes_its_large_values_from_the_ones_before) {
+  release_cached_buffers();
+  const std::size_t before = current;
+  chain_of_three(1024);  // 2 MiB values: three go to the cache (and a few bytes of its index)
+  BOOST_TEST(current - before >= 3 * 2048 * 1024u);
+  BOOST_TEST(current - before < 3 * 2048 * 1024u + 4096);
+  // The same graph again: its op values come from the cache, only the input is new memory.
+  const std::size_t again = peak_of([] { chain_of_three(1024); });
+  BOOST_TEST(again < 2 * 2048 * 1024u, again << " bytes");
+  release_cached_buffers();
+  BOOST_TEST(current - before < 4096u);
+}
+
+BOOST_AUTO_TEST_CASE(the_cache_gives_its_memory_back_when_a_node_needs_it) {
+  release_cached_buffers();
+  const std::size_t before = current;
+  chain_of_three(1024);  // 6 MiB cached, of a size the next graph does not take
+  // Room for the next graph's input and three 3 MiB values only if the cache lets go.
+  limit = before + 4 * 3072 * 1024 + 64 * 1024;
+  bool built = false;
+  try {
+    chain_of_three(1536);
+    built = true;
+  } catch (const std::bad_alloc&) {
+  }
+  limit = SIZE_MAX;
+  BOOST_TEST(built);
+  release_cached_buffers();
+  BOOST_TEST(current - before < 4096u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
