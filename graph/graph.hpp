@@ -333,8 +333,9 @@ class Graph {
 // same element count takes one instead of new memory: a program that builds a fresh graph
 // each step then reuses pages already touched, rather than having the system fault in and
 // clear new ones (that was up to 2x a large attention's time). Values are always written
-// whole by their forward; a cached buffer's old elements are never read. This frees the
-// calling thread's cache now (the cache of a thread is freed when it ends).
+// whole by their forward; a cached buffer's old elements are never read. A node that cannot
+// get its memory (std::bad_alloc, as under ulimit -v) frees the cache and runs once more. This
+// frees the calling thread's cache now (the cache of a thread is freed when it ends).
 void release_cached_buffers();
 
 // Why `name` cannot name a scope (Graph::scope): "" if it can, else what is wrong with it (empty,
