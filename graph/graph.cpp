@@ -376,7 +376,16 @@ template <class T>
 void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes) {
   n.outputs.resize(shapes.size());
   for (std::size_t k = 0; k < shapes.size(); ++k) {
-    if (!shapes_equal(shapes[k], n.outputs[k].value.shape())) n.outputs[k].value.resize(shapes[k]);
+    xt::xarray<T>& value = n.outputs[k].value;
+    if (shapes_equal(shapes[k], value.shape())) continue;
+    try {
+      value.resize(shapes[k]);
+    } catch (...) {
+      // xtensor sets the new shape before it allocates: a failed allocation would leave a value
+      // of that shape over the old buffer, which a later run would take as the right size.
+      value = xt::xarray<T>::from_shape({0});
+      throw;
+    }
   }
   run_node(id, n, args);
 }

@@ -188,4 +188,31 @@ BOOST_AUTO_TEST_CASE(the_cache_gives_its_memory_back_when_a_node_needs_it) {
   BOOST_TEST(current - before < 4096u);
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_allocation_leaves_no_value_of_the_wrong_size) {
+  // xtensor's resize sets the new shape before it allocates. A lean replay that could not get a
+  // released node's buffer must not leave a value of the right shape over no memory, which the
+  // next replay would write past (AddressSanitizer's heap-buffer-overflow, before the fix).
+  Graph<double> g;
+  const auto x = g.input("x", xt::xarray<double>(xt::ones<double>({512, 256})));
+  const auto a = exp(x);
+  const auto b = exp(a);
+  g.keep_only({b});
+  g.replay();           // a released after b read it
+  g.keep_only({b});     // and its buffer no longer spare: the next replay allocates it
+  limit = current + 64 * 1024;
+  bool refused = false;
+  try {
+    g.replay();
+  } catch (const std::bad_alloc&) {
+    refused = true;
+  }
+  limit = SIZE_MAX;
+  BOOST_TEST(refused);
+  g.replay();
+  BOOST_TEST(b.value()(511, 255) == std::exp(std::exp(1.0)));
+  g.keep_all();
+  g.replay();
+  BOOST_TEST(a.value()(511, 255) == std::exp(1.0));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
