@@ -3,9 +3,6 @@
 // saves:   the target shape.
 #include <xgrad/ops/sum_to.hpp>
 
-#include <algorithm>
-#include <vector>
-
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/kernels/common.hpp>
@@ -48,41 +45,15 @@ class SumToOp final : public OpFor<SumToOp> {
     return m_shape;
   }
 
-  // Where y keeps x's last axis (a bias's gradient: (B, T, n) to (n)), one pass over x, each
-  // row of it added into the row of y it broadcasts from: every element of y is 0 + the
-  // elements that sum into it in x's row-major order, as xtensor's reducer adds them (the same
-  // bits), with no temporary. Where the last axis is summed too, xtensor's reducer, whose order
-  // of additions then is its own.
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const xt::xarray<T>& a = *x[0];
-    const std::size_t rank = a.dimension(), lead = rank - m_shape.size();
-    std::vector<std::size_t> axes;  // the summed axes
-    for (std::size_t i = 0; i < rank; ++i) {
+    const std::size_t lead = a.dimension() - m_shape.size();
+    std::vector<std::size_t> axes;
+    for (std::size_t i = 0; i < a.dimension(); ++i) {
       if (i < lead || (m_shape[i - lead] == 1 && a.shape()[i] != 1)) axes.push_back(i);
     }
-    if (axes.empty() || a.size() == 0 || axes.back() == rank - 1) {
-      detail::sum_axes(a, axes, T(1), y);
-      return;
-    }
-    const std::vector<std::size_t> step = detail::broadcast_steps(m_shape, rank);
-    std::fill(y.begin(), y.end(), T(0));
-    const std::size_t n = a.shape()[rank - 1];
-    const T* in = a.data();
-    T* out = y.data();
-    std::vector<std::size_t> index(rank, 0);
-    std::size_t offset = 0;  // of the current row's first element in y
-    for (std::size_t row = 0, rows = a.size() / n; row < rows; ++row, in += n) {
-      T* o = out + offset;
-      for (std::size_t j = 0; j < n; ++j) o[j] += in[j];
-      // The next row: the index over the axes before the last, row-major, and y's offset.
-      for (std::size_t i = rank - 1; i-- > 0;) {
-        offset += step[i];
-        if (++index[i] < a.shape()[i]) break;
-        offset -= step[i] * index[i];
-        index[i] = 0;
-      }
-    }
+    detail::sum_axes(a, axes, T(1), y);
   }
 
   template <class T>
