@@ -4,6 +4,7 @@
 #include <chrono>
 #include <new>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 #include <xtensor/xoperation.hpp>
@@ -265,23 +266,27 @@ class ValueCache {
     const std::size_t bytes = buffer.size() * sizeof(T);
     if (bytes < min_bytes || m_bytes + bytes > max_bytes) return;
     m_bytes += bytes;
-    m_spare.give(std::move(buffer));
+    m_by_size[buffer.size()].push_back(std::move(buffer));
   }
-  // A buffer of `size` elements, or an empty array.
-  xt::xarray<T> take(std::size_t size) {
-    if (size * sizeof(T) < min_bytes) return {};
-    xt::xarray<T> buffer = m_spare.take(size);
-    m_bytes -= buffer.size() * sizeof(T);
-    return buffer;
+  // Moves a buffer of `size` elements into `value`, if the cache holds one (no array is made
+  // otherwise: even an empty xarray allocates).
+  bool take(std::size_t size, xt::xarray<T>& value) {
+    if (size * sizeof(T) < min_bytes) return false;
+    const auto spare = m_by_size.find(size);
+    if (spare == m_by_size.end() || spare->second.empty()) return false;
+    value = std::move(spare->second.back());
+    spare->second.pop_back();
+    m_bytes -= size * sizeof(T);
+    return true;
   }
   void clear() {
-    m_spare.clear();
+    m_by_size.clear();
     m_bytes = 0;
   }
   std::size_t bytes() const { return m_bytes; }
 
  private:
-  detail::SpareBuffers<T> m_spare;
+  std::unordered_map<std::size_t, std::vector<xt::xarray<T>>> m_by_size;
   std::size_t m_bytes = 0;
 };
 
@@ -441,10 +446,7 @@ std::vector<Var<T>> Graph<T>::apply_outputs(std::shared_ptr<const Op> op, const 
   n.outputs.resize(shapes.size());
   ValueCache<T>* cache = value_cache<T>();
   if (cache) {
-    for (std::size_t k = 0; k < shapes.size(); ++k) {
-      xt::xarray<T> buffer = cache->take(shape_size(shapes[k]));
-      if (buffer.size() > 0) n.outputs[k].value = std::move(buffer);
-    }
+    for (std::size_t k = 0; k < shapes.size(); ++k) cache->take(shape_size(shapes[k]), n.outputs[k].value);
   }
   try {
     run_node(id, n, args, shapes);
