@@ -1,4 +1,5 @@
 #include "../check.hpp"
+#include "../saturating_head.hpp"
 
 #include <cmath>
 
@@ -363,22 +364,10 @@ void check_stats(const SoftmaxStats& s, const Expected& e) {
   BOOST_TEST(s.gradient_gain->mean == e.gain_sum / double(e.gains), boost::test_tools::tolerance(1e-14));
 }
 
-// (B, H, T, T) scores of an attention whose head 0 saturates: its queries scaled by 30.
-Graph<double>& saturating_head(Graph<double>& g) {
-  xt::xarray<double> qv = random_array<double>({2, 3, 4, 8}, 11);
-  xt::view(qv, xt::all(), 0) *= 30.0;
-  const auto q = g.input("q", qv);
-  const auto k = g.input("k", random_array<double>({2, 3, 4, 8}, 12));
-  const auto v = g.input("v", random_array<double>({2, 3, 4, 8}, 13));
-  const auto s = g.scope("enc.l0.attn");
-  const auto a = attention_nodes(q, k, v);
-  grad(a.output, {q, k, v}, xt::xarray<double>(random_array<double>({2, 3, 4, 8}, 14)));
-  return g;
-}
-
 BOOST_AUTO_TEST_CASE(groups_along_the_heads_name_the_saturated_head) {
   Graph<double> g;
-  const auto all = softmax_diagnostics(saturating_head(g), 0.99, true, 1);
+  test::saturating_head(g, 0);
+  const auto all = softmax_diagnostics(g, 0.99, true, 1);
   BOOST_TEST_REQUIRE(all.size() == 1u);
   const SoftmaxDiagnostics& d = all[0];
   BOOST_TEST(d.row_shape == Shape({2, 3, 4}));  // (B, H, T_q): row (b * H + h) * T_q + t
@@ -417,7 +406,7 @@ BOOST_AUTO_TEST_CASE(groups_along_the_heads_name_the_saturated_head) {
 
 BOOST_AUTO_TEST_CASE(a_group_axis_of_no_softmax_node_is_an_error) {
   Graph<double> g;
-  saturating_head(g);
+  test::saturating_head(g, 0);
   for (std::size_t axis : {3, 4, 60}) {
     BOOST_TEST_CONTEXT("axis " << axis) {
       check_error([&] { softmax_diagnostics(g, 0.99, true, axis); },

@@ -1,5 +1,6 @@
 // The xgrad binary run as scripts run it: exit codes, stdout, stderr and the files it writes.
 #include "../check.hpp"
+#include "../saturating_head.hpp"
 #include "sandbox.hpp"
 
 #include <sys/socket.h>
@@ -285,13 +286,7 @@ BOOST_AUTO_TEST_CASE(inspect_by_axis_names_the_saturated_head) {
   {
     // (B, H, T, T) attention in scope enc.l0.attn, head 1 of 3 made to saturate (queries x30).
     Graph<double> g;
-    xt::xarray<double> qv = random_array<double>({2, 3, 4, 8}, 11);
-    xt::view(qv, xt::all(), 1) *= 30.0;
-    const auto q = g.input("q", qv);
-    const auto k = g.input("k", random_array<double>({2, 3, 4, 8}, 12));
-    const auto v = g.input("v", random_array<double>({2, 3, 4, 8}, 13));
-    const auto scope = g.scope("enc.l0.attn");
-    grad(attention(q, k, v), {q, k, v}, xt::xarray<double>(random_array<double>({2, 3, 4, 8}, 14)));
+    test::saturating_head(g, 1);
     write_text(s.dir / "h.json", to_json(g, ExportValues::all).dump());
   }
   const Run table = s.xgrad("inspect h.json --by-axis 1");
