@@ -6,21 +6,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 
 namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  BOOST_TEST_REQUIRE(in.good(), "cannot read " << path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The source without comments, string and character literals, and preprocessor lines.
 std::string code_of(const std::string& text) {
@@ -215,17 +206,17 @@ BOOST_AUTO_TEST_CASE(a_name_counts_as_a_whole_word_only) {
 }
 
 BOOST_AUTO_TEST_CASE(api_md_names_every_public_declaration) {
-  const std::string doc = read_all(XGRAD_DOCS "/api.md");
+  const std::string doc = read_text_file(XGRAD_DOCS "/api.md");
   std::map<std::string, std::set<std::string>> missing;  // header -> names
   std::size_t found = 0;
-  std::istringstream umbrella(read_all(XGRAD_SOURCE "/lib/xgrad.hpp"));
+  std::istringstream umbrella(read_text_file(XGRAD_SOURCE "/lib/xgrad.hpp"));
   std::size_t headers = 0;
   for (std::string line; std::getline(umbrella, line);) {
     const std::string include = "#include <xgrad/";
     if (!starts_with(line, include) || line.back() != '>') continue;
     const std::string header = line.substr(include.size(), line.size() - include.size() - 1);
     ++headers;
-    for (const std::string& name : public_names(code_of(read_all(XGRAD_SOURCE "/" + header)))) {
+    for (const std::string& name : public_names(code_of(read_text_file(XGRAD_SOURCE "/" + header)))) {
       ++found;
       if (!mentions(doc, name)) missing[header].insert(name);
     }
