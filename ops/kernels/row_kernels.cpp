@@ -104,6 +104,16 @@ XGRAD_INLINE void softmax_vjp_pass(const T* y, const T* g, T s, T* z, std::size_
 }
 
 template <class T>
+XGRAD_INLINE void rotate_pass(const T* x, const T* c, const T* s, T* y, std::size_t h) {
+#pragma omp simd
+  for (std::size_t i = 0; i < h; ++i) {
+    const T x1 = x[i], x2 = x[i + h];
+    y[i] = x1 * c[i] - x2 * s[i];
+    y[i + h] = x2 * c[i] + x1 * s[i];
+  }
+}
+
+template <class T>
 XGRAD_INLINE void adam_pass(T* p, const T* g, T* m, T* v, std::size_t n, const AdamCoefficients<T>& c) {
 #pragma omp simd
   for (std::size_t j = 0; j < n; ++j) {
@@ -125,6 +135,12 @@ XGRAD_CLONES void row_adam(float* p, const float* g, float* m, float* v, std::si
 XGRAD_CLONES void row_adam(double* p, const double* g, double* m, double* v, std::size_t n,
                            const AdamCoefficients<double>& c) {
   adam_pass(p, g, m, v, n, c);
+}
+XGRAD_CLONES void row_rotate(const float* x, const float* c, const float* s, float* y, std::size_t h) {
+  rotate_pass(x, c, s, y, h);
+}
+XGRAD_CLONES void row_rotate(const double* x, const double* c, const double* s, double* y, std::size_t h) {
+  rotate_pass(x, c, s, y, h);
 }
 XGRAD_CLONES float row_max(const float* x, std::size_t n, std::size_t s) { return max_pass(x, n, s); }
 XGRAD_CLONES double row_max(const double* x, std::size_t n, std::size_t s) { return max_pass(x, n, s); }

@@ -37,6 +37,10 @@ double row_dot(const double* a, const double* b, std::size_t n, std::size_t stri
 // z = y * (g - s): softmax's VJP once s = row_dot(g, y) is known (z may be y or g).
 void row_softmax_vjp(const float* y, const float* g, float s, float* z, std::size_t n, std::size_t stride);
 void row_softmax_vjp(const double* y, const double* g, double s, double* z, std::size_t n, std::size_t stride);
+// Rotary embedding's rotation of one row of 2h elements (x and y contiguous; y may be x):
+// y_i = x_i c_i - x_{i+h} s_i, y_{i+h} = x_{i+h} c_i + x_i s_i, i < h, rounded in that order.
+void row_rotate(const float* x, const float* c, const float* s, float* y, std::size_t h);
+void row_rotate(const double* x, const double* c, const double* s, double* y, std::size_t h);
 // One Adam update of n elements in place (lib/optim.cpp's Adam and AdamW), element by element
 // in this order of roundings: p = p decay; m = beta1 m + (1 - beta1) g;
 // v = beta2 v + ((1 - beta2) g) g; p = p + (step_size m) / (sqrt(v) / bias_correction2_sqrt + eps).

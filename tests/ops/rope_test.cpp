@@ -128,6 +128,23 @@ BOOST_AUTO_TEST_CASE(grad_x_is_the_inverse_rotation) {
   BOOST_TEST(g.size() - before <= 4u);  // rope, its seed of ones, neg(p), rope of the seed
 }
 
+BOOST_AUTO_TEST_CASE(empty_axes_give_empty_values) {
+  // No rows (an empty batch and no positions): empty y and gradients, and a replay, no crash.
+  Graph<double> g;
+  const auto x = g.input("x", xt::xarray<double>::from_shape({2, 0, 4}));
+  const auto p = g.input("p", xt::xarray<double>::from_shape({0}));
+  const auto y = xgrad::rope(x, p);
+  BOOST_TEST(shape_str(y.shape()) == "(2, 0, 4)");
+  const auto grads = grad(sum(y), {x, p});
+  BOOST_TEST(shape_str(grads[0].shape()) == "(2, 0, 4)");
+  BOOST_TEST(shape_str(grads[1].shape()) == "(0,)");
+  g.replay();
+  BOOST_TEST(shape_str(y.shape()) == "(2, 0, 4)");
+  Graph<float> h;  // a batch of none: positions (3,) broadcast over x (0, 3, 4)
+  const auto yf = xgrad::rope(h.input("x", xt::xarray<float>::from_shape({0, 3, 4})), rope_positions(h, 3));
+  BOOST_TEST(shape_str(yf.shape()) == "(0, 3, 4)");
+}
+
 BOOST_AUTO_TEST_CASE(attrs_round_trip) {
   Graph<double> g;
   const auto x = g.input("x", random_array<double>({3, 4}, 1));
