@@ -69,6 +69,9 @@ const char* const usage =
     "  --decay-steps N     step at which the cosine decay ends (default --steps)\n"
     "  --weight-decay X    AdamW weight decay of the 2-D weights (default 0.1)\n"
     "  --seed S            seed of the initial weights, the windows and the sample (default 1)\n"
+    "  --flush-denormal    flush subnormal floats to zero (xgrad::set_flush_denormal): faster where\n"
+    "                      the CPU is slow with them, as in a collapsed run; results change only\n"
+    "                      below the smallest normal float (docs/performance.md)\n"
     "  --data FILE         train on this text file, a regular file of at most 1 GiB (default: the\n"
     "                      corpus of the fortunes package, /usr/share/games/fortunes)\n"
     "  The model, --batch and --eval-batches together may need at most about 16 GiB (an estimate).\n"
@@ -101,6 +104,7 @@ struct Options {
   double weight_decay = 0.1, temperature = 1.0;
   std::optional<double> max_val_loss;
   std::uint64_t seed = 1;
+  bool flush_denormal = false;
   std::string dtype = "float32", data, save, resume, log, plot, onnx;
   std::set<std::string> given;  // the options on the command line
 };
@@ -262,9 +266,9 @@ Options parse(int argc, char** argv) {
         "--warmup", "--decay-steps", "--weight-decay", "--seed", "--data", "--eval-every", "--eval-batches",
         "--save", "--resume", "--sample", "--temperature", "--log", "--plot", "--max-val-loss", "--onnx",
         "--kv-heads", "--norm", "--softcap", "--window", "--attn"};
-    if (arg == "--rope" || arg == "--qk-norm") {  // the flags without a value
+    if (arg == "--rope" || arg == "--qk-norm" || arg == "--flush-denormal") {  // the flags without a value
       o.given.insert(arg);
-      (arg == "--rope" ? o.model.rope : o.model.qk_norm) = true;
+      (arg == "--rope" ? o.model.rope : arg == "--qk-norm" ? o.model.qk_norm : o.flush_denormal) = true;
       continue;
     }
     if (!known.count(arg) || i + 1 >= argc) throw UsageError{"unknown or incomplete option '" + arg + "'"};
@@ -969,6 +973,9 @@ int main(int argc, char** argv) {
   xgrad::use_best_blas_kernels();    // OpenBLAS's best kernels for this CPU (docs/performance.md)
   try {
     Options o = parse(argc, argv);
+    if (o.flush_denormal && !xgrad::set_flush_denormal(true)) {
+      throw UsageError{"--flush-denormal: this CPU has no flush-to-zero mode (x86-64 only)"};
+    }
     check_outputs(o);
     std::optional<ResumePoint> resumed;
     if (!o.resume.empty()) {  // the model, its dtype and the schedule come from the checkpoint

@@ -58,4 +58,17 @@ void use_best_blas_kernels();
 // XGRAD_BLAS_WARNING=0 in the environment silences it.
 void warn_if_blas_fallback();
 
+// Flush-to-zero, as torch.set_flush_denormal: with on = true, results that would be subnormal
+// (|y| below 2^-126 in float32, 2^-1022 in float64) are 0 (of their sign) and subnormal inputs
+// read as 0 (the MXCSR's FTZ and DAZ bits), on the calling thread and on xgrad's worker threads
+// (each takes the mode at its next job). Many x86 CPUs take tens of cycles per operation on
+// subnormals, and collapsed attention makes many (weights that underflow: docs/performance.md,
+// "Subnormals"). Off by default: IEEE arithmetic, the mode the bit-exact results of the tests
+// assume. Call it on each thread that runs graphs; OpenBLAS's own threads (a product OpenBLAS
+// splits itself) keep their mode. Returns whether the mode is now as asked: false for on = true
+// where the CPU has no such mode (not x86-64).
+bool set_flush_denormal(bool on);
+// Whether flush-to-zero is on for xgrad's worker threads (set_flush_denormal's last setting).
+bool flush_denormal();
+
 }  // namespace xgrad

@@ -1,6 +1,7 @@
 #include <xgrad/ops/kernels/parallel.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <condition_variable>
 #include <exception>
@@ -11,8 +12,46 @@
 
 #include <pthread.h>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+#include <xgrad/ops/kernels/blas.hpp>
+
 extern "C" int openblas_get_num_threads(void);
 extern "C" void openblas_set_num_threads(int);
+
+namespace xgrad {
+
+namespace {
+
+std::atomic<bool> flush_mode{false};  // set_flush_denormal's last setting, for the workers
+
+// Puts the calling thread's floating-point mode in line with flush_mode (x86-64: MXCSR's FTZ,
+// bit 15, and DAZ, bit 6).
+void sync_flush_mode() {
+#if defined(__x86_64__)
+  constexpr unsigned bits = 0x8040;
+  const unsigned csr = _mm_getcsr(), want = flush_mode.load(std::memory_order_relaxed) ? csr | bits : csr & ~bits;
+  if (want != csr) _mm_setcsr(want);
+#endif
+}
+
+}  // namespace
+
+bool set_flush_denormal(bool on) {
+#if defined(__x86_64__)
+  flush_mode = on;
+  sync_flush_mode();
+  return true;
+#else
+  return !on;
+#endif
+}
+
+bool flush_denormal() { return flush_mode; }
+
+}  // namespace xgrad
 
 namespace xgrad::detail {
 
@@ -66,6 +105,7 @@ class Pool {
 
  private:
   void chunk(std::size_t i) {
+    if (i > 0) sync_flush_mode();  // a worker: set_flush_denormal's mode, as on the caller
     const std::size_t begin = m_count * i / m_chunks, end = m_count * (i + 1) / m_chunks;
     if (begin >= end) return;
     try {

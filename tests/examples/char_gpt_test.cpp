@@ -254,7 +254,7 @@ BOOST_AUTO_TEST_CASE(refuses_bad_usage_with_exit_status_2) {
   for (const char* option : {"--layers", "--heads", "--d-model", "--block", "--batch", "--steps", "--lr", "--warmup",
                              "--dropout", "--weight-decay", "--seed", "--dtype", "--eval-every", "--data", "--save",
                              "--resume", "--sample", "--log", "--plot", "--rope", "--kv-heads", "--norm", "--qk-norm",
-                             "--softcap", "--window", "--attn"}) {
+                             "--softcap", "--window", "--attn", "--flush-denormal"}) {
     BOOST_TEST(help.out.find(std::string("  ") + option + " ") != std::string::npos, option);
   }
 }
