@@ -12,7 +12,8 @@
 // Prints one line: model, dtype, threads, batch, block, the median step in ms over --steps
 // steps (after 3 not timed), the median of the same step's bare GEMMs (every matmul node's
 // products, by the calls matmul makes, on buffers of their sizes), their ratio, and the peak RSS
-// of the timed steps less the RSS before the model was built: what the model and its step hold.
+// of the timed steps less the RSS before the model was built: what the model and its step hold;
+// last, the OpenBLAS kernels the GEMMs ran (OPENBLAS_CORETYPE decides them: docs/performance.md).
 // --profile then runs --steps more steps with Graph::time_nodes and prints, op by op (forward and
 // backward nodes apart), the nodes, the ms a step and the share of the step; "outside the graph"
 // is the rest of the step (gradient clipping, AdamW).
@@ -164,9 +165,10 @@ int run(const std::string& model, char_gpt::Config c, std::size_t batch, std::si
   }
   const double step = median(step_ms), gemms = median(gemm_ms);
   std::printf("model %s  dtype %s  threads %d  batch %zu  block %zu  %s  step_ms %.3f  gemm_ms %.3f  ratio %.3f  "
-              "gemm_calls %zu  step_peak_MiB %.1f\n",
+              "gemm_calls %zu  step_peak_MiB %.1f  kernels %s\n",
               model.c_str(), sizeof(T) == 4 ? "float32" : "float64", xgrad::blas_info().threads, batch, c.block,
-              lean ? "lean" : "full", step, gemms, step / gemms, calls.size(), status_mib("VmHWM") - baseline);
+              lean ? "lean" : "full", step, gemms, step / gemms, calls.size(), status_mib("VmHWM") - baseline,
+              xgrad::blas_info().core.c_str());
   if (profile) {
     std::vector<double> seconds;
     double total_ms = 0;

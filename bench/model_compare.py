@@ -68,7 +68,14 @@ def torch_worker(model, dtype, steps, threads):
             restart_peak()
         if s >= 3:
             times.append((time.perf_counter() - t0) * 1e3)
-    print(f"step_ms {statistics.median(times):.3f} step_peak_MiB {status_mib('VmHWM') - baseline:.1f}")
+    # The OpenBLAS kernels PyTorch ran (the library its libblas.so.3 resolves to, if OpenBLAS).
+    try:
+        corename = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
+        corename.restype = ctypes.c_char_p
+        kernels = corename().decode()
+    except (OSError, AttributeError):
+        kernels = "unknown"
+    print(f"step_ms {statistics.median(times):.3f} step_peak_MiB {status_mib('VmHWM') - baseline:.1f} kernels {kernels}")
 
 
 def run(cmd, threads, torch_side):
@@ -76,7 +83,9 @@ def run(cmd, threads, torch_side):
     if torch_side:
         env["OMP_WAIT_POLICY"] = "passive"
     out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout.split()
-    return {out[i]: float(out[i + 1]) for i in range(len(out) - 1) if out[i] in ("step_ms", "gemm_ms", "step_peak_MiB")}
+    r = {out[i]: float(out[i + 1]) for i in range(len(out) - 1) if out[i] in ("step_ms", "gemm_ms", "step_peak_MiB")}
+    r["kernels"] = next((out[i + 1] for i in range(len(out) - 1) if out[i] == "kernels"), "unknown")
+    return r
 
 
 def main():
@@ -93,6 +102,7 @@ def main():
     if a.worker:
         torch_worker(a.worker[0], a.worker[1], int(a.worker[2]), int(a.worker[3]))
         return
+    kernels = {"xgrad": set(), "PyTorch": set()}
     rows = ["| model | dtype | threads | xgrad step ms | PyTorch step ms | xgrad / PyTorch | xgrad bare GEMMs ms | "
             "step / GEMMs | xgrad step MiB | PyTorch step MiB |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for model in a.models.split(","):
@@ -106,11 +116,18 @@ def main():
                                    "--batch", str(batch), "--block", str(block)], threads, False))
                     ts.append(run([sys.executable, os.path.abspath(__file__), "--worker", model, dtype, str(a.steps),
                                    str(threads)], threads, True))
+                kernels["xgrad"].update(r["kernels"] for r in xs)
+                kernels["PyTorch"].update(r["kernels"] for r in ts)
                 med = lambda rs, k: statistics.median(r[k] for r in rs)
                 x, t, gm = med(xs, "step_ms"), med(ts, "step_ms"), med(xs, "gemm_ms")
                 rows.append(f"| {model} | {dtype} | {threads} | {x:.1f} | {t:.1f} | {x / t:.2f} | {gm:.1f} | {x / gm:.2f} "
                             f"| {med(xs, 'step_peak_MiB'):.0f} | {med(ts, 'step_peak_MiB'):.0f} |")
                 print(rows[-1], flush=True)
+    # The kernels decide the GEMMs' speed (OPENBLAS_CORETYPE, docs/performance.md): a table is
+    # like for like only where both sides ran the same.
+    rows.append("")
+    rows.append("OpenBLAS kernels: " + "; ".join(f"{side} {', '.join(sorted(k))}" for side, k in kernels.items()) +
+                f" (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
     table = "\n".join(rows) + "\n"
     print("\n" + table)
     if a.out:

@@ -116,6 +116,7 @@ int main() {
     std::printf("%-60s %8.3f%s  (target %g%s, fails above %g%s)%s\n", f.what, f.value, f.unit, f.target, f.unit, f.limit,
                 f.unit, within ? "" : "  FAR OUTSIDE");
   }
-  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  std::printf("(OpenBLAS kernels %s, %d thread%s)\n%s\n", xgrad::blas_info().core.c_str(), xgrad::blas_info().threads,
+              xgrad::blas_info().threads == 1 ? "" : "s", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
