@@ -46,14 +46,22 @@ struct Product {  // one GEMM call
   std::size_t m, n, k;
 };
 
-// The GEMM calls of every matmul node, as ops/matmul.cpp makes them: one per batch index, or
-// one of all rows for a weight without batch axes under an untransposed a.
+// The GEMM calls of every matmul and linear node, as ops/matmul.cpp makes them: one per batch
+// index, or one of all rows for a weight without batch axes under an untransposed a (and for
+// every linear node).
 template <class T>
 std::vector<Product> products(const Graph<T>& g) {
   std::vector<Product> calls;
   for (std::size_t id = 0; id < g.size(); ++id) {
     const auto& node = g.node(id);
-    if (node.is_leaf() || node.op->name() != "matmul") continue;
+    if (node.is_leaf()) continue;
+    if (node.op->name() == "linear") {
+      const xgrad::Shape y = node.shape();
+      const std::size_t k = g.node(node.inputs[1].node).shape(node.inputs[1].output)[0];
+      calls.push_back({false, false, y.back() ? xgrad::shape_size(y) / y.back() : 0, y.back(), k});
+      continue;
+    }
+    if (node.op->name() != "matmul") continue;
     const xgrad::Json attrs = node.op->attrs();
     const bool ta = attrs.at("transpose_a").get<bool>(), tb = attrs.at("transpose_b").get<bool>();
     const xgrad::Shape a = g.node(node.inputs[0].node).shape(node.inputs[0].output);

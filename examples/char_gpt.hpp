@@ -154,7 +154,7 @@ Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint6
     }
     const Var<T> u = norm(x, ln2);
     const auto mlp = g.scope("mlp");
-    x = x + drop(xgrad::matmul(xgrad::gelu(xgrad::matmul(u, w1) + b1), w2) + b2);
+    x = x + drop(xgrad::linear(xgrad::gelu(xgrad::linear(u, w1, b1)), w2, b2));
   }
   {
     const auto scope = g.scope("head");

@@ -78,13 +78,13 @@ Model<T> build_model(Graph<T>& g, const Config& c, std::size_t batch, std::uint6
     x = x + xgrad::multi_head_attention(a, a, attn, c.heads, m.pad);
     const Var<T> u = xgrad::layer_norm(x, ln2_g, ln2_b);
     const auto mlp = g.scope("mlp");
-    x = x + xgrad::matmul(xgrad::gelu(xgrad::matmul(u, w1) + b1), w2) + b2;
+    x = x + xgrad::linear(xgrad::gelu(xgrad::linear(u, w1, b1)), w2, b2);
   }
   {
     const auto scope = g.scope("head");
     const Var<T> lnf_g = vector("lnf.g", d, 1), lnf_b = vector("lnf.b", d, 0);
     const Var<T> head_w = weight("head.w", d, c.vocab), head_b = vector("head.b", c.vocab, 0);
-    m.logits = xgrad::matmul(xgrad::layer_norm(x, lnf_g, lnf_b), head_w) + head_b;
+    m.logits = xgrad::linear(xgrad::layer_norm(x, lnf_g, lnf_b), head_w, head_b);
   }
   const auto scope = g.scope("loss");
   xgrad::CrossEntropyOptions<T> loss;

@@ -13,11 +13,11 @@ namespace xgrad {
 
 namespace {
 
-// x (B, T, d) -> x W + b: matmul makes it one GEMM of the B T rows, and its gradient w.r.t. W
-// one product of them.
+// x (B, T, d) -> x W + b: linear makes it one GEMM of the B T rows, b added inside it, and its
+// gradient w.r.t. W one product of them.
 template <class T>
 Var<T> project(const Var<T>& x, const Var<T>& w, const Var<T>& b) {
-  return add(matmul(x, w), b);
+  return linear(x, w, b);
 }
 
 // (B, T, d_model) -> (B, H, T, d_head)

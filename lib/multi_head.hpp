@@ -29,7 +29,7 @@ AttentionParams<T> attention_params(Graph<T>& g, std::size_t d_model, std::uint6
 //   mask is given (its shape broadcasts to the scores (B, H, T_q, T_k) by numpy's rules: (T_q,
 //   T_k), (B, 1, T_q, T_k), key_padding_mask's (B, 1, 1, T_k); a (B, T_q, T_k) mask does not,
 //   as its B would meet the heads axis); heads merged back; out = merged W_o + b_o. Built from
-//   matmul, add, broadcast_to, reshape, permute and the attention nodes, so grad()
+//   linear, broadcast_to, reshape, permute and the attention nodes, so grad()
 //   differentiates it like any graph. `impl` chooses the attention nodes (lib/attention.hpp):
 //   fused, for long sequences, takes a key-padding mask Var (B, 1, 1, T_k) and, as the fixed
 //   mask, causal_mask(T_q, T_k); any other mask with fused is an error naming what it takes.

@@ -285,9 +285,9 @@ VariantBlockNodes<T> variant_multi_head_attention_nodes(const Var<T>& x, const V
 
   Graph<T>& g = x.graph();
   const auto scope = detail::parameter_scope(p.w_q, "w_q");  // its nodes' scope: the parameters' prefix
-  Var<T> q = split_heads(add(matmul(x, p.w_q), p.b_q), heads);      // (B, heads, T, d_head)
-  Var<T> k = split_heads(add(matmul(x, p.w_k), p.b_k), kv_heads);   // (B, kv_heads, T, d_head)
-  const Var<T> v = split_heads(add(matmul(x, p.w_v), p.b_v), kv_heads);
+  Var<T> q = split_heads(linear(x, p.w_q, p.b_q), heads);      // (B, heads, T, d_head)
+  Var<T> k = split_heads(linear(x, p.w_k, p.b_k), kv_heads);   // (B, kv_heads, T, d_head)
+  const Var<T> v = split_heads(linear(x, p.w_v, p.b_v), kv_heads);
   if (normed) {
     q = qk_norm(q, p.q_gain, o.qk_norm, o.qk_norm_eps);
     k = qk_norm(k, p.k_gain, o.qk_norm, o.qk_norm_eps);
@@ -304,7 +304,7 @@ VariantBlockNodes<T> variant_multi_head_attention_nodes(const Var<T>& x, const V
   VariantBlockNodes<T> out;
   out.attention = build_variant(q, k, v, attn, plan);
   const Var<T> merged = reshape(permute(out.attention.output, {0, 2, 1, 3}), Shape{b, t, d});
-  out.output = add(matmul(merged, p.w_o), p.b_o);
+  out.output = linear(merged, p.w_o, p.b_o);
   return out;
 }
 

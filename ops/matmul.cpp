@@ -4,6 +4,10 @@
 //          (with transpose_a, grad_a is the transpose of the above: op(b) @ grad_out^T; same for b)
 //          each summed over the batch axes its operand was broadcast along
 // saves:   nothing beyond its inputs a and b.
+//
+// linear: y = x w + b                        (..., k) x (k, n) + (n) -> (..., n)
+//          b's rows are written into y, then one GEMM adds x w to them (beta = 1).
+// VJP:     grad_x = grad_out @ w^T, grad_w = x^T @ grad_out over all rows, grad_b = sum_to(grad_out, (n)).
 #include <xgrad/ops/matmul.hpp>
 
 #include <algorithm>
@@ -28,6 +32,43 @@ constexpr const char* key_transpose_b = "transpose_b";
 // Products of fewer multiply-adds than this run on the calling thread: about 50 us of work, well
 // above the cost of waking a worker.
 constexpr std::size_t min_split_work = std::size_t(1) << 21;
+
+// Runs block(i0, i1, r0, r1), the products of batch indices [i0, i1) and rows [r0, r1) of y
+// (m rows of n, inner size k), on the calling thread or split over xgrad's pool. With more than
+// one thread the pool splits the product, by batch index or else by rows of y in multiples of
+// 16, and each part runs on one OpenBLAS thread: OpenBLAS's own threads scale worse here, and
+// would spin beside the pool's. A product of too few rows is left to OpenBLAS. Either way the
+// last bits may depend on the thread count.
+template <class F>
+void split_products(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const F& block) {
+  const std::size_t threads = detail::parallel_threads(), units = (m + 15) / 16;
+  if (threads <= 1 || batch * m * n * k < min_split_work || (batch < threads && units < threads)) {
+    block(0, batch, 0, m);
+  } else if (batch >= threads) {
+    detail::parallel_blas_chunks(batch, threads, [&](std::size_t, std::size_t i0, std::size_t i1) { block(i0, i1, 0, m); });
+  } else {
+    for (std::size_t i = 0; i < batch; ++i) {
+      detail::parallel_blas_chunks(units, threads, [&](std::size_t, std::size_t u0, std::size_t u1) {
+        block(i, i + 1, u0 * 16, std::min(u1 * 16, m));
+      });
+    }
+  }
+}
+
+// a^T g over all rows of a (..., k) and g (..., n): the gradient of a weight (k, n) that
+// multiplied every row of a, one product (k, rows) x (rows, n) rather than one per batch index;
+// with `transposed`, g^T a, that of a weight (n, k) read transposed.
+template <class T>
+Var<T> rows_product(const Var<T>& a, const Var<T>& g, bool transposed) {
+  const Shape as = a.shape();
+  Var<T> a2 = a, g2 = g;
+  if (as.size() > 2) {
+    const std::size_t rows = shape_size(Shape(as.begin(), as.end() - 1));
+    a2 = reshape(a, {rows, as.back()});  // a's reshape first, then g's: node ids
+    g2 = reshape(g, {rows, g.shape().back()});
+  }
+  return transposed ? matmul(g2, a2, true, false) : matmul(a2, g2, true, false);
+}
 
 class MatmulOp final : public OpFor<MatmulOp> {
  public:
@@ -107,24 +148,7 @@ class MatmulOp final : public OpFor<MatmulOp> {
                      y.data() + i * d.m * d.n + r0 * d.n, d.n);
       }
     };
-    // With more than one thread, xgrad's pool splits the product, by batch index or else by
-    // rows of y in multiples of 16, and each part runs on one OpenBLAS thread: OpenBLAS's own
-    // threads scale worse here, and would spin beside the pool's. A product of too few rows is
-    // left to OpenBLAS. Either way the last bits may depend on the thread count.
-    const std::size_t threads = detail::parallel_threads(), units = (d.m + 15) / 16;
-    if (threads <= 1 || batch * d.m * d.n * d.k < min_split_work || (batch < threads && units < threads)) {
-      block(0, batch, 0, d.m);
-    } else if (batch >= threads) {
-      detail::parallel_blas_chunks(batch, threads, [&](std::size_t, std::size_t i0, std::size_t i1) {
-        block(i0, i1, 0, d.m);
-      });
-    } else {
-      for (std::size_t i = 0; i < batch; ++i) {
-        detail::parallel_blas_chunks(units, threads, [&](std::size_t, std::size_t u0, std::size_t u1) {
-          block(i, i + 1, u0 * 16, std::min(u1 * 16, d.m));
-        });
-      }
-    }
+    split_products(batch, d.m, d.n, d.k, block);
   }
 
   // Each gradient at the broadcast batch shape, summed back to its operand's (no node where
@@ -140,11 +164,9 @@ class MatmulOp final : public OpFor<MatmulOp> {
       grad_a = sum_to_shape_of(m_ta ? matmul(b, g, m_tb, true) : matmul(g, b, false, !m_tb), a);
     }
     if (v.wanted[1]) {
-      const Shape as = a.shape(), bs = b.shape(), gs = g.shape();
+      const Shape as = a.shape(), bs = b.shape();
       if (merges_rows(as, bs) && as.size() > 2) {
-        const std::size_t rows = shape_size(Shape(as.begin(), as.end() - 1));
-        const Var<T> a2 = reshape(a, {rows, as.back()}), g2 = reshape(g, {rows, gs.back()});
-        const Var<T> product = m_tb ? matmul(g2, a2, true, false) : matmul(a2, g2, true, false);
+        const Var<T> product = rows_product(a, g, m_tb);
         grad_b = bs.size() == 2 ? product : reshape(product, bs);
       } else {
         grad_b = sum_to_shape_of(m_tb ? matmul(g, a, true, m_ta) : matmul(a, g, !m_ta, false), b);
@@ -197,6 +219,60 @@ class MatmulOp final : public OpFor<MatmulOp> {
   bool m_ta, m_tb;
 };
 
+class LinearOp final : public OpFor<LinearOp> {
+ public:
+  std::string name() const override { return "linear"; }
+  // ONNX: MatMul then Add (Gemm takes 2-D operands only).
+  std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
+    return {e.op("Add", {e.op("MatMul", {n.inputs[0], n.inputs[1]}), n.inputs[2]})};
+  }
+  std::size_t arity() const override { return 3; }
+
+  Shape infer_shape(const std::vector<Shape>& x) const override {
+    const Shape &xs = x[0], &ws = x[1], &bs = x[2];
+    const auto all = [&] { return "x is " + shape_str(xs) + ", w " + shape_str(ws) + ", b " + shape_str(bs); };
+    if (xs.size() < 2) throw error("x must be (..., k) of rank >= 2: " + all());
+    if (ws.size() != 2) throw error("w must be a matrix (k, n): " + all());
+    if (xs.back() != ws[0]) throw error("x's last axis and w's first differ: " + all());
+    if (bs.size() != 1 || bs[0] != ws[1]) throw error("b must be (n) = (" + std::to_string(ws[1]) + "): " + all());
+    for (std::size_t v : {ws[0], ws[1]}) {
+      if (v > static_cast<std::size_t>(INT_MAX)) throw error("a matrix axis exceeds INT_MAX: " + all());
+    }
+    Shape y = xs;
+    y.back() = ws[1];
+    detail::check_elements(y, [&] { return "the product " + shape_str(y) + " of x " + shape_str(xs) + " and w " + shape_str(ws); });
+    return y;
+  }
+  // matmul's work (a product of all rows, one GEMM) and a write of b into each row.
+  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
+    return Op::work(x, y) + element_count(y[0]) + multiply_add_work(element_count(y[0]) * static_cast<double>(x[1][0]));
+  }
+
+  template <class T>
+  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
+    const T* in = x[0]->data();
+    const T* w = x[1]->data();
+    const T* b = x[2]->data();
+    const std::size_t k = x[1]->shape()[0], n = x[1]->shape()[1], rows = n ? y.size() / n : 0;
+    // Rows [r0, r1): b into each, then x w added to them by the GEMM (beta = 1), while they are
+    // in cache: no pass over y after the product.
+    split_products(1, rows, n, k, [&](std::size_t, std::size_t, std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r) std::copy(b, b + n, y.data() + r * n);
+      detail::gemm(false, false, r1 - r0, n, k, T(1), in + r0 * k, k, w, n, T(1), y.data() + r0 * n, n);
+    });
+  }
+
+  template <class T>
+  std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
+    const Var<T>& g = v.grad_out;
+    Var<T> grad_x, grad_w, grad_b;
+    if (v.wanted[0]) grad_x = matmul(g, v.x[1], false, true);
+    if (v.wanted[1]) grad_w = rows_product(v.x[0], g, false);
+    if (v.wanted[2]) grad_b = sum_to_shape_of(g, v.x[2]);
+    return {grad_x, grad_w, grad_b};
+  }
+};
+
 }  // namespace
 
 template <class T>
@@ -209,7 +285,19 @@ std::shared_ptr<const Op> make_matmul_op(const JsonCursor& attrs) {
   return std::make_shared<MatmulOp>(attrs[key_transpose_a].boolean(), attrs[key_transpose_b].boolean());
 }
 
+template <class T>
+Var<T> linear(const Var<T>& x, const Var<T>& w, const Var<T>& b) {
+  return x.graph().apply(std::make_shared<LinearOp>(), {x, w, b});
+}
+
+std::shared_ptr<const Op> make_linear_op(const JsonCursor& attrs) {
+  attrs.check_object({});
+  return std::make_shared<LinearOp>();
+}
+
 template Var<float> matmul(const Var<float>&, const Var<float>&, bool, bool);
 template Var<double> matmul(const Var<double>&, const Var<double>&, bool, bool);
+template Var<float> linear(const Var<float>&, const Var<float>&, const Var<float>&);
+template Var<double> linear(const Var<double>&, const Var<double>&, const Var<double>&);
 
 }  // namespace xgrad

@@ -1,4 +1,4 @@
-// matmul: batched matrix product with BLAS transpose flags.
+// matmul: batched matrix product with BLAS transpose flags; linear: x w + b in one node.
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
@@ -19,7 +19,19 @@ namespace xgrad {
 template <class T>
 Var<T> matmul(const Var<T>& a, const Var<T>& b, bool transpose_a = false, bool transpose_b = false);
 
-// The op from its exported attributes (ops/registry).
+// y = x w + b, a linear layer: x (..., k) of rank >= 2, w (k, n), b (n); y (..., n). The same as
+// add(matmul(x, w), b), in one node: b is written into y's rows and one GEMM of all of x's rows
+// adds x w to them (beta = 1), so no pass over y follows the product. Its bits are those of
+// add(matmul(x, w), b) where OpenBLAS sums the inner axis in one block (k up to a few hundred);
+// above, the block sums of x w are added to b one by one (a rounding or so apart). Gradients:
+// grad_x = grad_out w^T, grad_w = one product of all rows, grad_b = grad_out summed over them.
+// Throws xgrad::error naming the three shapes for an x of rank < 2, a w not a matrix, k not
+// shared, a b other than (n), or a y of more than max_array_elements.
+template <class T>
+Var<T> linear(const Var<T>& x, const Var<T>& w, const Var<T>& b);
+
+// The ops from their exported attributes (ops/registry).
 std::shared_ptr<const Op> make_matmul_op(const JsonCursor& attrs);
+std::shared_ptr<const Op> make_linear_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -54,6 +54,7 @@ const Entry registry[] = {
     {"gelu_vjp", make_gelu_vjp_op},
     {"layer_norm", make_layer_norm_op},
     {"layer_norm_vjp", make_layer_norm_vjp_op},
+    {"linear", make_linear_op},
     {"log_softmax", make_log_softmax_op},
     {"matmul", make_matmul_op},
     {"mean", make_mean_op},

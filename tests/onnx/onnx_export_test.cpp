@@ -187,6 +187,7 @@ void build_every_op(Graph<T>& g) {
       {"matmul", s},
       {"transpose", transpose(s)},
       {"matmul_ta", matmul(x, s, true, false)},
+      {"linear", linear(x, w, sum(s, {0, 1}))},  // b (5): a node, so that its gradient flows too
       {"permute", permute(s, {2, 0, 1})},
       {"reshape", reshape(s, {3, 10})},
       {"slice", slice(s, -1, 1, 4)},

@@ -563,10 +563,10 @@ class RandomGraph {
     const Shape s = shape_of(x);
     const Ref rx = ref(x);  // a copy: leaves made below grow m_refs
     const std::size_t r = s.size();
-    // Cases 0-32 of the switch below, then each row of ops/elementwise.def: every one as likely.
-    constexpr std::size_t general = 33, unary = std::size(unary_rows), binary = std::size(binary_rows);
+    // Cases 0-33 of the switch below, then each row of ops/elementwise.def: every one as likely.
+    constexpr std::size_t general = 34, unary = std::size(unary_rows), binary = std::size(binary_rows);
     std::size_t op = pick(0, general + unary + binary - 1);
-    if (r < 2 && (op < 2 || op == 14 || op == 15)) op = 2;  // matmul, transpose and flash_attention need rank >= 2
+    if (r < 2 && (op < 2 || op == 14 || op == 15 || op == 33)) op = 2;  // matmul, transpose, flash_attention, linear: rank >= 2
     // A scalar (from a full sum): no axis to normalise, sum to, mask, slice or pad; broadcast it instead.
     if (r == 0 && ((op >= 3 && op <= 6) || (op >= 11 && op <= 15) || op == 21 || (op >= 23 && op <= 29) || op == 32)) op = 16;
     if (op >= general && op < general + unary) {
@@ -974,6 +974,16 @@ class RandomGraph {
           }
         }
         return add_ref(rope(in, positions, base), y);
+      }
+      case 33: {  // linear: x w + b, w (k, 1-3), b (n)
+        const std::size_t k = s[r - 1], n = pick(1, 3);
+        const Var<double> w = node_or_leaf_like({k, n});
+        const Ref rw = ref(w);
+        const Var<double> b = node_or_leaf_like({n});
+        const Ref rb = ref(b);
+        Ref y = ref_matmul(rx, rw, false, false);
+        for (std::size_t i = 0; i < y.data.size(); ++i) y.data[i] += rb.data[i % n];
+        return add_ref(linear(x, w, b), y);
       }
       default: {  // 16: broadcast a size-1 axis or a new leading axis
         Shape to = s;
