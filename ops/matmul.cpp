@@ -254,8 +254,8 @@ class LinearOp final : public OpFor<LinearOp> {
     const T* w = x[1]->data();
     const T* b = x[2]->data();
     const std::size_t k = x[1]->shape()[0], n = x[1]->shape()[1], rows = n ? y.size() / n : 0;
-    // Rows [r0, r1): b into each, then x w added to them by the GEMM (beta = 1), while they are
-    // in cache: no pass over y after the product.
+    // Rows [r0, r1): b into each, then x w added to them by the GEMM (beta = 1): no pass over y
+    // after the product.
     split_products(1, rows, n, k, [&](std::size_t, std::size_t, std::size_t r0, std::size_t r1) {
       for (std::size_t r = r0; r < r1; ++r) std::copy(b, b + n, y.data() + r * n);
       detail::gemm(false, false, r1 - r0, n, k, T(1), in + r0 * k, k, w, n, T(1), y.data() + r0 * n, n);
