@@ -10,9 +10,9 @@
 // default model (4 layers, B 12, T 64, d 128). The step runs as a lean replay (keep_only the
 // loss and the gradients) unless --full. Threads: OPENBLAS_NUM_THREADS, as for all of xgrad.
 // Prints one line: model, dtype, threads, batch, block, the median step in ms over --steps
-// steps (after 3 not timed), the median of the same step's bare GEMMs (every matmul node's
-// products, by the calls matmul makes, on buffers of their sizes), their ratio, and the peak RSS
-// of the timed steps less the RSS before the model was built: what the model and its step hold;
+// steps (after 3 not timed), the median of the same step's bare GEMMs (every matmul and linear
+// node's products, by the calls they make, on buffers of their sizes), their ratio, and the peak
+// RSS of the timed steps less the RSS before the model was built: what the model and its step hold;
 // last, the OpenBLAS kernels the GEMMs ran (OPENBLAS_CORETYPE decides them: docs/performance.md).
 // --profile then runs --steps more steps with Graph::time_nodes and prints, op by op (forward and
 // backward nodes apart), the nodes, the ms a step and the share of the step; "outside the graph"
