@@ -2,6 +2,8 @@
 // differences, its errors, its export, and threads.
 #include "../check.hpp"
 
+#include <climits>
+
 BOOST_AUTO_TEST_SUITE(linear)
 
 BOOST_AUTO_TEST_CASE(forward_matches_hand_values) {
@@ -69,7 +71,13 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes_naming_them) {
               {"x's last axis and w's first differ: x is (2, 3, 4), w (3, 5), b (5,)"});
   check_error([&] { xgrad::linear(x, w, b2); }, {"b must be (n) = (5): x is (2, 3, 4), w (4, 5), b (1, 5)"});
   check_error([&] { xgrad::linear(x, w, b4); }, {"b must be (n) = (5): x is (2, 3, 4), w (4, 5), b (4,)"});
-  BOOST_TEST(g.size() == nodes + 1);  // the leaf w2 only: no node of a refused linear
+  // An axis past BLAS's int, in arrays of no elements.
+  const std::size_t big = std::size_t(INT_MAX) + 1;
+  check_error([&] {
+    xgrad::linear(g.input("xb", xt::xarray<double>::from_shape({0, big})), g.input("wb", xt::xarray<double>::from_shape({big, 0})),
+                  g.input("bb", xt::xarray<double>::from_shape({0})));
+  }, {"linear (node", "a matrix axis exceeds INT_MAX: x is (0, 2147483648), w (2147483648, 0), b (0,)"});
+  BOOST_TEST(g.size() == nodes + 4);  // the leaves w2, xb, wb, bb only: no node of a refused linear
 }
 
 BOOST_AUTO_TEST_CASE(empty_axes) {
