@@ -163,6 +163,9 @@ causal_mask as a fixed mask, or a key-padding Var (B..., 1, T_k)).)");
   }, py::arg("lengths"), py::arg("t_k"), "(B, 1, 1, T_k) bool: broadcasts over heads and queries.");
 
   py::class_<PyAttentionParams>(m, "AttentionParams", "The projections of an attention block: w_q, b_q, ..., w_o, b_o.")
+      .def(py::init<PyVar, PyVar, PyVar, PyVar, PyVar, PyVar, PyVar, PyVar>(), py::arg("w_q"), py::arg("b_q"), py::arg("w_k"),
+           py::arg("b_k"), py::arg("w_v"), py::arg("b_v"), py::arg("w_o"), py::arg("b_o"),
+           "Weights (d_model, d_model) applied as x W, biases (d_model), e.g. parameter leaves of your own.")
       .def_readonly("w_q", &PyAttentionParams::w_q).def_readonly("b_q", &PyAttentionParams::b_q)
       .def_readonly("w_k", &PyAttentionParams::w_k).def_readonly("b_k", &PyAttentionParams::b_k)
       .def_readonly("w_v", &PyAttentionParams::w_v).def_readonly("b_v", &PyAttentionParams::b_v)
