@@ -195,6 +195,8 @@ def main():
     val_batches = [windows(val, a.batch, a.block, eval_rng) for _ in range(a.eval_batches)]
     train_batches = [windows(train, a.batch, a.block, eval_rng) for _ in range(a.eval_batches)]
 
+    evaluations = []  # per evaluation, each attention layer's fraction of saturated rows
+
     def evaluate(step):
         for p_, q_ in zip(m.parameters(), me.parameters()):
             ge.set_value(q_, p_.value)
@@ -206,6 +208,14 @@ def main():
                 ge.replay()
                 total += float(me.loss.value)
             losses.append(total / len(batches))
+        # The attention statistics, as char_gpt gathers them for its log: the training graph
+        # replayed on a val batch in evaluation mode, its softmax rows' saturation.
+        g.set_training(False)
+        m.feed(*val_batches[0])
+        g.replay()
+        saturation = xgrad.softmax_diagnostics(g, 0.99, rows=True)
+        g.set_training(True)
+        evaluations.append([d["saturated_fraction"] for d in saturation if not d.get("in_backward")])
         lr = learning_rate(a.lr, a.warmup, decay_steps, max(step - 1, 0))
         print(f"step {step:5d}  train {losses[0]:.4f}  val {losses[1]:.4f}  lr {lr:.2e}", flush=True)
 
@@ -220,7 +230,10 @@ def main():
         trainer.step(learning_rate(a.lr, a.warmup, decay_steps, step))
         if (step + 1) % a.eval_every == 0 or step + 1 == a.steps:
             evaluate(step + 1)
-    print(f"trained {a.steps} steps in {time.perf_counter() - start:.1f} s (evaluations included)")
+    elapsed = time.perf_counter() - start
+    print("saturated rows per layer: " + ", ".join(f"{f:.3f}" for f in evaluations[-1]))
+    print(f"trained {a.steps} steps in {elapsed:.1f}s ({a.steps * a.batch * a.block / elapsed:.0f} tokens/s, "
+          "evaluations included)")
 
 
 if __name__ == "__main__":
