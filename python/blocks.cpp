@@ -65,10 +65,62 @@ FlashMask<T> flash_mask(bool causal, const std::optional<PyVar>& key_mask, std::
 // The eight projections of an attention block, as attention_params makes them.
 struct PyAttentionParams {
   PyVar w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o;
+  std::optional<PyVar> q_gain, k_gain;  // the variant block's QK-norm gains (d_head)
   template <class T>
   AttentionParams<T> typed_params() const {
     return {typed<T>(w_q).var, typed<T>(b_q).var, typed<T>(w_k).var, typed<T>(b_k).var,
             typed<T>(w_v).var, typed<T>(b_v).var, typed<T>(w_o).var, typed<T>(b_o).var};
+  }
+  template <class T>
+  VariantAttentionParams<T> typed_variant_params() const {
+    VariantAttentionParams<T> p(typed_params<T>());
+    p.q_gain = typed<T>(q_gain);
+    p.k_gain = typed<T>(k_gain);
+    return p;
+  }
+};
+
+template <class T>
+PyAttentionParams wrap_params(const BoxPtr<T>& box, const AttentionParams<T>& p) {
+  return PyAttentionParams{wrap(box, p.w_q), wrap(box, p.b_q), wrap(box, p.w_k), wrap(box, p.b_k),
+                           wrap(box, p.w_v), wrap(box, p.b_v), wrap(box, p.w_o), wrap(box, p.b_o),
+                           std::nullopt, std::nullopt};
+}
+
+QkNorm qk_norm_kind(const std::string& kind) {
+  if (kind == "rms") return QkNorm::rms;
+  if (kind == "layer") return QkNorm::layer;
+  if (kind == "none") return QkNorm::none;
+  throw error("qk_norm: kind \"" + kind + "\" is none of \"rms\", \"layer\", \"none\"");
+}
+
+// variant_attention's keyword arguments, shared by the block.
+struct VariantArgs {
+  std::optional<double> scale;
+  double softcap = 0;
+  std::optional<PyVar> bias, mask;
+  bool causal = false;
+  std::size_t window = 0;
+  std::string weights = "softmax";
+  std::optional<double> sigmoid_bias;
+  std::string impl = "composed";
+
+  template <class T>
+  VariantOptions<T> options() const {
+    if (weights != "softmax" && weights != "sigmoid") {
+      throw error("variant_attention: weights \"" + weights + "\" is neither \"softmax\" nor \"sigmoid\"");
+    }
+    VariantOptions<T> o;
+    o.scale = scale;
+    o.softcap = softcap;
+    o.bias = typed<T>(bias);
+    o.mask = typed<T>(mask);
+    o.causal = causal;
+    o.window = window;
+    o.weights = weights == "sigmoid" ? AttentionWeights::sigmoid : AttentionWeights::softmax;
+    o.sigmoid_bias = sigmoid_bias;
+    o.impl = attention_impl(impl);
+    return o;
   }
 };
 
@@ -163,18 +215,20 @@ causal_mask as a fixed mask, or a key-padding Var (B..., 1, T_k)).)");
   }, py::arg("lengths"), py::arg("t_k"), "(B, 1, 1, T_k) bool: broadcasts over heads and queries.");
 
   py::class_<PyAttentionParams>(m, "AttentionParams", "The projections of an attention block: w_q, b_q, ..., w_o, b_o.")
-      .def(py::init<PyVar, PyVar, PyVar, PyVar, PyVar, PyVar, PyVar, PyVar>(), py::arg("w_q"), py::arg("b_q"), py::arg("w_k"),
-           py::arg("b_k"), py::arg("w_v"), py::arg("b_v"), py::arg("w_o"), py::arg("b_o"),
-           "Weights (d_model, d_model) applied as x W, biases (d_model), e.g. parameter leaves of your own.")
+      .def(py::init<PyVar, PyVar, PyVar, PyVar, PyVar, PyVar, PyVar, PyVar, std::optional<PyVar>, std::optional<PyVar>>(),
+           py::arg("w_q"), py::arg("b_q"), py::arg("w_k"), py::arg("b_k"), py::arg("w_v"), py::arg("b_v"), py::arg("w_o"),
+           py::arg("b_o"), py::arg("q_gain") = py::none(), py::arg("k_gain") = py::none(),
+           "Weights (d_model, d_model) applied as x W, biases (d_model), e.g. parameter leaves of your own; "
+           "for variant_multi_head_attention w_k, w_v (d_model, d_kv) and, with QK-norm, gains (d_head).")
       .def_readonly("w_q", &PyAttentionParams::w_q).def_readonly("b_q", &PyAttentionParams::b_q)
       .def_readonly("w_k", &PyAttentionParams::w_k).def_readonly("b_k", &PyAttentionParams::b_k)
       .def_readonly("w_v", &PyAttentionParams::w_v).def_readonly("b_v", &PyAttentionParams::b_v)
-      .def_readonly("w_o", &PyAttentionParams::w_o).def_readonly("b_o", &PyAttentionParams::b_o);
+      .def_readonly("w_o", &PyAttentionParams::w_o).def_readonly("b_o", &PyAttentionParams::b_o)
+      .def_readonly("q_gain", &PyAttentionParams::q_gain).def_readonly("k_gain", &PyAttentionParams::k_gain);
   m.def("attention_params", [](const PyGraph& g, std::size_t d_model, std::uint64_t seed, const std::string& prefix) {
     return std::visit([&](const auto& box) {
       const auto p = locked(box, [&] { return attention_params(*box->graph, d_model, seed, prefix); });
-      return PyAttentionParams{wrap(box, p.w_q), wrap(box, p.b_q), wrap(box, p.w_k), wrap(box, p.b_k),
-                               wrap(box, p.w_v), wrap(box, p.b_v), wrap(box, p.w_o), wrap(box, p.b_o)};
+      return wrap_params(box, p);
     }, g.g);
   }, py::arg("graph"), py::arg("d_model"), py::arg("seed"), py::arg("prefix") = "attn",
         "Parameter leaves \"<prefix>.w_q\", ...: Glorot-uniform (d_model, d_model) weights from seed, seed + 1, ..., zero biases.");
@@ -215,30 +269,17 @@ causal_mask as a fixed mask, or a key-padding Var (B..., 1, T_k)).)");
   m.def("softcap", [](const PyVar& x, double cap) { return call([&](const auto& v) { return softcap(v, cap); }, x); },
         py::arg("x"), py::arg("cap"), "cap * tanh(x / cap).");
   m.def("qk_norm", [](const PyVar& x, const PyVar& gain, const std::string& kind, double eps) {
-    const QkNorm k = kind == "rms" ? QkNorm::rms : kind == "layer" ? QkNorm::layer : kind == "none" ? QkNorm::none
-                     : throw error("qk_norm: kind \"" + kind + "\" is none of \"rms\", \"layer\", \"none\"");
+    const QkNorm k = qk_norm_kind(kind);
     return call([&](const auto& xv, const auto& gv) { return qk_norm(xv, gv, k, eps); }, x, gain);
   }, py::arg("x"), py::arg("gain"), py::arg("kind") = "rms", py::arg("eps") = 1e-5, "q or k normalised per head, times gain.");
   m.def("variant_attention", [](const PyVar& q, const PyVar& k, const PyVar& v, std::optional<double> scale, double cap,
                                 const std::optional<PyVar>& bias, const std::optional<PyVar>& mask, bool causal,
                                 std::size_t window, const std::string& weights, std::optional<double> sigmoid_bias,
                                 const std::string& impl) {
-    const AttentionImpl how = attention_impl(impl);
-    if (weights != "softmax" && weights != "sigmoid") {
-      throw error("variant_attention: weights \"" + weights + "\" is neither \"softmax\" nor \"sigmoid\"");
-    }
+    const VariantArgs args{scale, cap, bias, mask, causal, window, weights, sigmoid_bias, impl};
     return std::visit([&](const auto& t) {
       using T = typename std::decay_t<decltype(t)>::type;
-      VariantOptions<T> o;
-      o.scale = scale;
-      o.softcap = cap;
-      o.bias = typed<T>(bias);
-      o.mask = typed<T>(mask);
-      o.causal = causal;
-      o.window = window;
-      o.weights = weights == "sigmoid" ? AttentionWeights::sigmoid : AttentionWeights::softmax;
-      o.sigmoid_bias = sigmoid_bias;
-      o.impl = how;
+      const VariantOptions<T> o = args.options<T>();
       const Var<T>& kv = typed<T>(k).var;
       const Var<T>& vv = typed<T>(v).var;
       return wrap(t.box, locked(t.box, [&] { return variant_attention(t.var, kv, vv, o); }));
@@ -248,6 +289,47 @@ causal_mask as a fixed mask, or a key-padding Var (B..., 1, T_k)).)");
         py::arg("weights") = "softmax", py::arg("sigmoid_bias") = py::none(), py::arg("impl") = "composed",
         "Attention with the variants: Hq query heads over Hkv key/value heads (GQA), soft-cap, an additive bias "
         "(ALiBi), a mask Var, causal and a sliding window, softmax or sigmoid weights (docs/attention-variants.md).");
+  m.def("variant_attention_params", [](const PyGraph& g, std::size_t d_model, std::size_t heads, std::size_t kv_heads,
+                                       bool qk_norm, std::uint64_t seed, const std::string& prefix) {
+    return std::visit([&](const auto& box) {
+      const auto p = locked(box, [&] { return variant_attention_params(*box->graph, d_model, heads, kv_heads, qk_norm, seed, prefix); });
+      PyAttentionParams out = wrap_params(box, p);
+      if (p.q_gain.valid()) out.q_gain = wrap(box, p.q_gain);
+      if (p.k_gain.valid()) out.k_gain = wrap(box, p.k_gain);
+      return out;
+    }, g.g);
+  }, py::arg("graph"), py::arg("d_model"), py::arg("heads"), py::arg("kv_heads"), py::arg("qk_norm") = false,
+        py::arg("seed") = 0, py::arg("prefix") = "attn",
+        "A variant block's parameters: w_q (d, d), w_k, w_v (d, d kv_heads / heads), w_o, biases, and with "
+        "qk_norm the gains q_gain, k_gain (d_head).");
+  m.def("variant_multi_head_attention", [](const PyVar& x, const PyAttentionParams& params, std::size_t heads,
+                                           std::optional<std::size_t> kv_heads, bool rope, double rope_base,
+                                           const std::string& qk_norm, double qk_norm_eps, bool alibi,
+                                           std::optional<double> scale, double cap, const std::optional<PyVar>& bias,
+                                           const std::optional<PyVar>& mask, bool causal, std::size_t window,
+                                           const std::string& weights, std::optional<double> sigmoid_bias,
+                                           const std::string& impl) {
+    const VariantArgs args{scale, cap, bias, mask, causal, window, weights, sigmoid_bias, impl};
+    const QkNorm norm = qk_norm_kind(qk_norm);
+    return std::visit([&](const auto& t) {
+      using T = typename std::decay_t<decltype(t)>::type;
+      VariantBlockOptions<T> o;
+      o.rope = rope;
+      o.rope_base = rope_base;
+      o.qk_norm = norm;
+      o.qk_norm_eps = qk_norm_eps;
+      o.alibi = alibi;
+      o.attention = args.options<T>();
+      const VariantAttentionParams<T> p = params.typed_variant_params<T>();
+      return wrap(t.box, locked(t.box, [&] { return variant_multi_head_attention(t.var, p, heads, kv_heads.value_or(heads), o); }));
+    }, x.v);
+  }, py::arg("x"), py::arg("params"), py::arg("heads"), py::arg("kv_heads") = py::none(), py::arg("rope") = false,
+        py::arg("rope_base") = 10000.0, py::arg("qk_norm") = "none", py::arg("qk_norm_eps") = 1e-5, py::arg("alibi") = false,
+        py::arg("scale") = py::none(), py::arg("softcap") = 0.0, py::arg("bias") = py::none(), py::arg("mask") = py::none(),
+        py::arg("causal") = false, py::arg("window") = 0, py::arg("weights") = "softmax",
+        py::arg("sigmoid_bias") = py::none(), py::arg("impl") = "composed",
+        "Self-attention block of x (B, T, d_model) with the variants: GQA (kv_heads), RoPE, QK-norm (\"rms\", "
+        "\"layer\"), ALiBi, and variant_attention's options (docs/attention-variants.md).");
 
   // Losses.
   m.def("cross_entropy", [](const PyVar& logits, const PyVar& targets, long axis, std::optional<std::int64_t> ignore_index,

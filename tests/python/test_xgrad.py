@@ -278,6 +278,28 @@ class Training(unittest.TestCase):
         self.assertEqual(errors, [])
 
 
+class VariantsAndMethods(unittest.TestCase):
+    def test_variant_block_gradcheck(self):
+        g = xgrad.Graph()
+        p = xgrad.variant_attention_params(g, 8, 4, 2, qk_norm=True, seed=1)
+        x = g.input("x", rng(9).normal(size=(2, 5, 8)))
+        y = xgrad.variant_multi_head_attention(x, p, 4, 2, rope=True, qk_norm="rms", causal=True)
+        self.assertEqual(y.shape, (2, 5, 8))
+        self.assertEqual(p.q_gain.shape, (2,))
+        self.assertTrue(xgrad.gradcheck(xgrad.sum(y * y), [x, p.w_q, p.q_gain]).passed)
+
+    def test_methods_and_help(self):
+        g = xgrad.Graph()
+        x = g.input("x", np.arange(6.0).reshape(2, 3))
+        self.assertEqual(x.sum().item(), 15.0)
+        self.assertEqual(x.T.shape, (3, 2))
+        np.testing.assert_allclose(x.softmax(-1).value.sum(axis=-1), [1, 1], rtol=0, atol=1e-15)
+        with self.assertRaisesRegex(xgrad.Error, "holds 6 elements"):
+            x.item()
+        self.assertIsNone(xgrad.Var.__array_ufunc__)
+        self.assertIn("softmax(scale q k^T + M) v", xgrad.attention.__doc__)
+
+
 class Errors(unittest.TestCase):
     def test_library_errors_are_xgrad_errors(self):
         g = xgrad.Graph()
