@@ -335,6 +335,7 @@ template <class T>
 void Graph<T>::fill_args(const Node<T>& n, Args<T>& args) const {
   args.clear();
   args.indices.clear();
+  args.views.clear();
   args.reserve(n.inputs.size());
   args.step = m_step;
   args.training = m_training;
@@ -357,6 +358,10 @@ std::vector<Shape> shapes_of(const Args<T>& args) {
   std::vector<Shape> shapes;
   shapes.reserve(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) {
+    if (const View* v = args.view(i)) {
+      shapes.push_back(v->shape);
+      continue;
+    }
     const auto& s = args[i] ? args[i]->shape() : args.indices[i]->shape();
     shapes.emplace_back(s.begin(), s.end());
   }
@@ -588,6 +593,7 @@ void Graph<T>::keep_only(const std::vector<Var<T>>& keep) {
   for (const auto& v : keep) m_keep.push_back(v.id());
   m_lean = true;
   m_spare.clear();
+  m_view_plan = {};
   const std::vector<char> kept = kept_nodes();
   for (std::size_t id = 0; id < m_nodes.size(); ++id) {
     Node<T>& n = m_nodes[id];
@@ -643,20 +649,102 @@ void Graph<T>::release(Node<T>& n) {
 }
 
 template <class T>
+void Graph<T>::plan_views(const detail::LeanPlan& plan, const std::vector<char>& kept) {
+  const std::size_t count = m_nodes.size();
+  if (m_view_plan.count == count && m_view_plan.kept == kept) return;
+  ViewPlan p{count, kept, std::vector<std::optional<View>>(count), std::vector<Slot>(count)};
+  // Every node's output shapes (leaves', then inferred in order: values may be released).
+  std::vector<std::vector<Shape>> shapes(count);
+  for (std::size_t id = 0; id < count; ++id) {
+    const Node<T>& n = m_nodes[id];
+    if (n.is_leaf()) {
+      shapes[id] = {n.shape()};
+      continue;
+    }
+    std::vector<Shape> in;
+    for (const Slot& s : n.inputs) in.push_back(shapes[s.node][s.output]);
+    shapes[id] = n.op->infer_shapes(in);
+  }
+  // The needed readers of each node, (reader, input position), grouped by node.
+  std::vector<std::size_t> first(count + 1, 0);
+  for (std::size_t id = 0; id < count; ++id) {
+    if (plan.needed[id] && !m_nodes[id].is_leaf()) {
+      for (const Slot& s : m_nodes[id].inputs) ++first[s.node + 1];
+    }
+  }
+  for (std::size_t id = 0; id < count; ++id) first[id + 1] += first[id];
+  std::vector<std::pair<std::size_t, std::size_t>> readers(first[count]);
+  std::vector<std::size_t> fill(first.begin(), first.end() - 1);
+  for (std::size_t id = 0; id < count; ++id) {
+    if (!plan.needed[id] || m_nodes[id].is_leaf()) continue;
+    for (std::size_t j = 0; j < m_nodes[id].inputs.size(); ++j) readers[fill[m_nodes[id].inputs[j].node]++] = {id, j};
+  }
+  // A node may be left out: computed, not kept, one input (of values) and one output.
+  const auto candidate = [&](std::size_t id) {
+    const Node<T>& n = m_nodes[id];
+    return plan.needed[id] && !kept[id] && !n.is_leaf() && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+           !m_nodes[n.inputs[0].node].has_no_gradient();
+  };
+  // True if node id, seen as view v, is read by each of its readers as a view, or by a node
+  // that may be left out in turn with its own view of v.
+  std::function<bool(std::size_t, const View&)> readable = [&](std::size_t id, const View& v) {
+    for (std::size_t r = first[id]; r < first[id + 1]; ++r) {
+      const auto [reader, j] = readers[r];
+      const Node<T>& rn = m_nodes[reader];
+      if (rn.op->reads_view(j, v)) continue;
+      if (!candidate(reader)) return false;
+      const std::optional<View> w = rn.op->view_of(v, shapes[reader][0]);
+      if (!w || !readable(reader, *w)) return false;
+    }
+    return first[id] < first[id + 1];
+  };
+  for (std::size_t id = 0; id < count; ++id) {
+    if (!candidate(id)) continue;
+    const Slot in = m_nodes[id].inputs[0];
+    const bool in_view = p.view[in.node].has_value();
+    const std::optional<View> v =
+        m_nodes[id].op->view_of(in_view ? *p.view[in.node] : View::contiguous(shapes[in.node][in.output]), shapes[id][0]);
+    if (!v || !readable(id, *v)) continue;
+    p.view[id] = v;
+    p.base[id] = in_view ? p.base[in.node] : in;
+  }
+  m_view_plan = std::move(p);
+}
+
+template <class T>
 void Graph<T>::replay_lean() {
   const std::size_t count = m_nodes.size();
   const std::vector<char> kept = kept_nodes();
-  const detail::LeanPlan plan = detail::plan_lean_replay(
+  detail::LeanPlan plan = detail::plan_lean_replay(
       count, [&](std::size_t id) -> const std::vector<Slot>& { return m_nodes[id].inputs; }, kept);
+  plan_views(plan, kept);
+  const auto& views = m_view_plan.view;
+  // A value read as a view stays until the view's last reader has run.
+  for (std::size_t id = count; id-- > 0;) {
+    if (views[id]) {
+      std::size_t& in = plan.last_read[m_nodes[id].inputs[0].node];
+      in = std::max(in, plan.last_read[id]);
+    }
+  }
+  m_viewed = 0;
   Args<T> args;  // refilled for each node, its capacity kept
   for (std::size_t id = 0; id < count; ++id) {
     Node<T>& n = m_nodes[id];
     if (n.is_leaf()) continue;
-    if (!plan.needed[id]) {
+    if (!plan.needed[id] || views[id]) {
       release(n);
+      m_viewed += views[id].has_value();
       continue;
     }
     fill_args(n, args);
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const std::size_t in = n.inputs[j].node;
+      if (!views[in]) continue;
+      const Slot base = m_view_plan.base[in];
+      args.views.resize(n.inputs.size(), nullptr);
+      args.views[j] = &*views[in];
+      args[j] = &m_nodes[base.node].outputs[base.output].value;
+    }
     const std::vector<Shape> shapes = output_shapes(id, n, args);
     if (!kept[id]) {
       // Each output's buffer: for an op with one output, an input of as many elements read for
@@ -698,7 +786,8 @@ void Graph<T>::replay_lean() {
     run_node(id, n, args, shapes);
     n.released = false;
     for (const Slot& in : n.inputs) {
-      if (!kept[in.node] && plan.last_read[in.node] == id) release(m_nodes[in.node]);
+      const std::size_t x = views[in.node] ? m_view_plan.base[in.node].node : in.node;
+      if (!kept[x] && plan.last_read[x] == id) release(m_nodes[x]);
     }
   }
 }

@@ -199,6 +199,9 @@ class Graph {
   void keep_only(const std::vector<Var<T>>& keep);
   void keep_all();
   bool lean() const { return m_lean; }
+  // How many nodes the last lean replay read as views of others without computing them (a
+  // permute, transpose or reshape whose every reader reads strides: Op::view_of, Op::reads_view).
+  std::size_t viewed_nodes() const { return m_viewed; }
   // Throws xgrad::error, starting with `who`, if one of the first `count` nodes' value is released.
   void require_values(const std::string& who, std::size_t count = std::size_t(-1)) const;
   // The elements the graph holds: its nodes' values and a lean graph's spare buffers.
@@ -316,6 +319,17 @@ class Graph {
   bool m_lean = false;
   std::vector<std::size_t> m_keep;  // the nodes of keep_only's Vars
   detail::SpareBuffers<T> m_spare;  // released buffers, for the next lean replay
+  // The lean replays' views, planned once for a node count and a set of kept nodes (shapes
+  // never change): for each node left out, the view its readers read, and the output it views.
+  struct ViewPlan {
+    std::size_t count = 0;
+    std::vector<char> kept;
+    std::vector<std::optional<View>> view;
+    std::vector<Slot> base;
+  };
+  ViewPlan m_view_plan;
+  std::size_t m_viewed = 0;
+  void plan_views(const detail::LeanPlan& plan, const std::vector<char>& kept);
 
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
   int m_backward_depth = 0;

@@ -86,16 +86,49 @@ struct Slot {
   friend bool operator!=(const Slot& a, const Slot& b) { return !(a == b); }
 };
 
+// A strided view of an array's elements, as a lean replay hands it to an op that reads views
+// (Op::view_of, Op::reads_view): element (i_0, ..., i_{r-1}) of the view, of this shape, is
+// data[offset + i_0 strides[0] + ... + i_{r-1} strides[r-1]] of the array viewed.
+struct View {
+  Shape shape;
+  std::size_t offset = 0;
+  std::vector<std::size_t> strides;
+  // The row-major array of this shape itself (strides of the axes after each).
+  static View contiguous(const Shape& shape) {
+    View v{shape, 0, std::vector<std::size_t>(shape.size())};
+    std::size_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+      v.strides[i] = stride;
+      stride *= shape[i];
+    }
+    return v;
+  }
+  // Laid out as the row-major array of its shape (axes of length 1 may have any stride).
+  bool is_contiguous() const {
+    std::size_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+      if (shape[i] != 1 && strides[i] != stride) return false;
+      stride *= shape[i];
+    }
+    return true;
+  }
+};
+
 // The values of a node's inputs, in order. An input that is an index leaf (Graph::indices) is a
 // null pointer here and its int64 array is indices[i]; indices is empty when no input is one.
 // Only an op that accepts indices at i (Op::accepts_indices) ever sees one.
 // step and training are the graph's run state (Graph::set_step, Graph::set_training), for ops
 // whose forward depends on it (dropout); default-constructed Args, as for a direct op call,
 // mean step 0 in training mode.
+// views: empty unless an input is a view (a lean replay's, only for an op whose reads_view
+// accepted it); then views[i], when not null, is how to read input i: x[i] is the array it views,
+// and views[i]->shape, not x[i]'s, is input i's shape.
 template <class T>
 struct Args : std::vector<const xt::xarray<T>*> {
   using std::vector<const xt::xarray<T>*>::vector;
   std::vector<const xt::xarray<std::int64_t>*> indices;
+  std::vector<const View*> views;
+  const View* view(std::size_t i) const { return i < views.size() ? views[i] : nullptr; }
   std::uint64_t step = 0;
   bool training = true;
 };
@@ -159,6 +192,24 @@ class Op {
   // (lean/ops_that_overwrite_inputs_give_the_same_bits); the property test fails otherwise.
   virtual bool overwrites_input(std::size_t i) const {
     (void)i;
+    return false;
+  }
+  // Views, for lean replays (Graph::keep_only): an op of one input whose output only rearranges
+  // that input's elements (permute, transpose, a reshape) returns its output of shape y as a view
+  // of what x views, or nullopt where no strides describe it (a reshape of a permuted view). A
+  // lean replay then runs no forward for such a node when every node that reads it takes the
+  // view (reads_view) or is such a node itself: the copy is left out, and materialised only where
+  // a reader needs the elements in order (the op's own forward then runs, and its time shows in
+  // the node profile).
+  virtual std::optional<View> view_of(const View& x, const Shape& y) const {
+    (void)x;
+    (void)y;
+    return std::nullopt;
+  }
+  // True if forward reads input i correctly through Args::views[i] = v (x[i] the array viewed).
+  virtual bool reads_view(std::size_t i, const View& v) const {
+    (void)i;
+    (void)v;
     return false;
   }
   // Writes the op as ONNX nodes of the default domain through e (graph/onnx.hpp) and returns the

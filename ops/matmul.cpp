@@ -120,35 +120,43 @@ class MatmulOp final : public OpFor<MatmulOp> {
     return Op::work(x, y) + multiply_add_work(element_count(y[0]) * static_cast<double>(d.k)) + 16 * products;
   }
 
+  // A lean replay's views (Op::view_of): an operand whose matrices have columns of stride 1 (a
+  // head split by permute, a reshape) is read in place, the rows' stride as BLAS's leading
+  // dimension; its batch axes may have any strides. Not a transposed one (rows of stride 1):
+  // reading it through the other transpose flag would change OpenBLAS's bits, and a lean
+  // replay's values are a full replay's bits.
+  bool reads_view(std::size_t i, const View& v) const override {
+    const std::size_t rank = v.shape.size();
+    if (i > 1 || rank < 2) return false;
+    return (v.shape[rank - 1] <= 1 || v.strides[rank - 1] == 1) && v.strides[rank - 2] <= static_cast<std::size_t>(INT_MAX);
+  }
+
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const xt::xarray<T>& a = *x[0];
-    const xt::xarray<T>& b = *x[1];
-    const Shape as = shape_of(a), bs = shape_of(b);
+    const View va = x.view(0) ? *x.view(0) : View::contiguous(shape_of(*x[0]));
+    const View vb = x.view(1) ? *x.view(1) : View::contiguous(shape_of(*x[1]));
+    const Shape &as = va.shape, &bs = vb.shape;
     Dims d = dims(as, bs);
     // The product of each batch index of y reads a and b at these offsets: a batch axis of 1 or
     // missing stretches with stride 0, so a broadcast operand is read in place, never copied.
     // A b without batch (a weight (k, n) or (1, k, n)) under an untransposed a is one GEMM of
     // all of a's rows: (B*T, k) x (k, n).
-    std::vector<std::size_t> off_a, off_b;
-    if (merges_rows(as, bs)) {
+    const Shape batch(y.shape().begin(), y.shape().end() - 2);
+    Operand<T> a = operand(*x[0], va, batch, m_ta), b = operand(*x[1], vb, batch, m_tb);
+    const auto in_order = [&](std::size_t i) { return !x.view(i) || x.view(i)->is_contiguous(); };
+    if (merges_rows(as, bs) && in_order(0) && in_order(1)) {
       d.m = shape_size(Shape(as.begin(), as.end() - 1));
-      off_a = off_b = {0};
-    } else {
-      const Shape batch(y.shape().begin(), y.shape().end() - 2);
-      off_a = batch_offsets(batch, batch_of(as), d.m * d.k);
-      off_b = batch_offsets(batch, batch_of(bs), d.k * d.n);
+      a.offsets = b.offsets = {0};
     }
-    const std::size_t batch = off_a.size();
     // The products of batch indices [i0, i1), rows [r0, r1) of y.
     const auto block = [&](std::size_t i0, std::size_t i1, std::size_t r0, std::size_t r1) {
       for (std::size_t i = i0; i < i1; ++i) {
-        const T* ai = a.data() + off_a[i] + (m_ta ? r0 : r0 * as.back());
-        detail::gemm(m_ta, m_tb, r1 - r0, d.n, d.k, T(1), ai, as.back(), b.data() + off_b[i], bs.back(), T(0),
+        const T* ai = a.data + a.offsets[i] + (a.trans ? r0 : r0 * a.ld);
+        detail::gemm(a.trans, b.trans, r1 - r0, d.n, d.k, T(1), ai, a.ld, b.data + b.offsets[i], b.ld, T(0),
                      y.data() + i * d.m * d.n + r0 * d.n, d.n);
       }
     };
-    split_products(batch, d.m, d.n, d.k, block);
+    split_products(a.offsets.size(), d.m, d.n, d.k, block);
   }
 
   // Each gradient at the broadcast batch shape, summed back to its operand's (no node where
@@ -180,19 +188,29 @@ class MatmulOp final : public OpFor<MatmulOp> {
   // True when b has no batch (all its batch axes 1) and a is read untransposed: a's rows then
   // form one matrix, y's rows likewise.
   bool merges_rows(const Shape& a, const Shape& b) const { return !m_ta && a.size() > 2 && shape_size(batch_of(b)) == 1; }
-  // The offset of each batch index of `batch` (row-major) in an operand of batch axes `own`
-  // (broadcast to `batch`) and matrices of `matrix` elements.
-  static std::vector<std::size_t> batch_offsets(const Shape& batch, const Shape& own, std::size_t matrix) {
-    const std::size_t count = shape_size(batch), lead = batch.size() - own.size();
+  // How BLAS reads an operand: the matrix of batch index i of y at data + offsets[i], row-major
+  // with leading dimension ld, transposed when trans.
+  template <class T>
+  struct Operand {
+    const T* data;
+    std::vector<std::size_t> offsets;
+    bool trans;
+    std::size_t ld;
+  };
+  // The operand of op flag `flag` that array x holds as view v (columns of stride 1: row-major
+  // matrices, ld the rows' stride), for y's batch axes `batch`: a batch axis of 1 or missing
+  // stretches with stride 0.
+  template <class T>
+  static Operand<T> operand(const xt::xarray<T>& x, const View& v, const Shape& batch, bool flag) {
+    const std::size_t rank = v.shape.size(), c = v.shape[rank - 1], rs = v.strides[rank - 2];
+    Operand<T> o{x.data() + v.offset, {}, flag, std::max({rs, c, std::size_t(1)})};
+    const std::size_t own = rank - 2, lead = batch.size() - own, count = shape_size(batch);
     std::vector<std::size_t> stride(batch.size(), 0);
-    for (std::size_t i = own.size(), s = matrix; i-- > 0;) {
-      stride[lead + i] = own[i] == 1 ? 0 : s;
-      s *= own[i];
-    }
-    std::vector<std::size_t> offsets(count);
+    for (std::size_t i = 0; i < own; ++i) stride[lead + i] = v.shape[i] == 1 ? 0 : v.strides[i];
+    o.offsets.resize(count);
     std::vector<std::size_t> index(batch.size(), 0);
     for (std::size_t f = 0, off = 0; f < count; ++f) {
-      offsets[f] = off;
+      o.offsets[f] = off;
       for (std::size_t i = batch.size(); i-- > 0;) {  // the next index, row-major
         off += stride[i];
         if (++index[i] < batch[i]) break;
@@ -200,7 +218,7 @@ class MatmulOp final : public OpFor<MatmulOp> {
         index[i] = 0;
       }
     }
-    return offsets;
+    return o;
   }
   struct Dims {
     std::size_t m, k, k_b, n;

@@ -28,6 +28,14 @@ class ReshapeOp final : public OpFor<ReshapeOp> {
   Json attrs() const override { return {{key_shape, m_shape}}; }
   // Over its input, a lean replay's reshape copies nothing.
   bool overwrites_input(std::size_t) const override { return true; }
+  // A lean replay's view: x's elements in order, read in the new shape; none of a view whose
+  // elements are not in order (a permuted one).
+  std::optional<View> view_of(const View& x, const Shape& y) const override {
+    if (!x.is_contiguous()) return std::nullopt;
+    View v = View::contiguous(y);
+    v.offset = x.offset;
+    return v;
+  }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
     if (!bounded_size(m_shape) || shape_size(m_shape) != shape_size(x[0])) {

@@ -28,6 +28,14 @@ class TransposeOp final : public OpFor<TransposeOp> {
     return y;
   }
 
+  // A lean replay's view: the last two axes (and their strides) swapped.
+  std::optional<View> view_of(const View& x, const Shape& y) const override {
+    View v = x;
+    v.shape = y;
+    std::swap(v.strides[v.strides.size() - 1], v.strides[v.strides.size() - 2]);
+    return v;
+  }
+
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const xt::xarray<T>& a = *x[0];

@@ -150,6 +150,75 @@ BOOST_AUTO_TEST_CASE(an_op_reading_two_outputs_of_one_node_does_not_write_over_e
   }
 }
 
+BOOST_AUTO_TEST_CASE_TEMPLATE(heads_split_for_matmul_are_read_as_views, T, test::dtypes) {
+  // A multi-head block with its loss and parameter gradients: the lean replay leaves out the
+  // copies whose readers are all matmuls (Op::view_of, Op::reads_view): v's head split and the
+  // head split of the output's gradient (a reshape and a permute each), and the 8 reshapes to
+  // rows that the weights' gradients multiply (rows_product): 12 nodes. q's split is read by
+  // scale, k's by transpose (a transposed view would change OpenBLAS's bits), the merged heads
+  // by linear: copied. Values and gradients are a full replay's bits, the second replay's (its
+  // plan reused) too.
+  Graph<T> full, lean;
+  std::vector<Var<T>> results[2];
+  for (int i = 0; i < 2; ++i) {
+    Graph<T>& g = i ? lean : full;
+    const auto x = g.input("x", random_array<T>({3, 7, 8}, 1));
+    const auto p = attention_params(g, 8, 2);
+    const auto y = multi_head_attention(x, x, p, 2, causal_mask(7, 7));
+    const auto loss = sum(y * y);
+    results[i] = grad(loss, g.parameters());
+    results[i].push_back(loss);
+  }
+  lean.keep_only(results[1]);
+  BOOST_TEST(lean.viewed_nodes() == 0u);
+  for (std::uint64_t round = 2; round <= 3; ++round) {
+    for (Graph<T>* g : {&full, &lean}) {
+      g->set_value(g->var(0), random_array<T>({3, 7, 8}, round));
+      g->replay();
+    }
+    BOOST_TEST(lean.viewed_nodes() == 12u);
+    for (std::size_t i = 0; i < results[0].size(); ++i) {
+      BOOST_TEST(same_bits(results[0][i].value(), results[1][i].value()), "result " << i << ", round " << round);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(view_ops_describe_their_outputs) {
+  // For permute, transpose and reshape, over a contiguous input and over a view, element i of
+  // the forward's output is element offset + sum(index * strides) of the array viewed; a reshape
+  // of a permuted view is no view.
+  Graph<double> g;
+  const auto a = g.input("a", random_array<double>({2, 3, 4, 5}, 1));
+  const auto check = [&](const Var<double>& y, const View& v) {
+    const xt::xarray<double>& base = a.value();
+    bool ok = shapes_equal(v.shape, y.shape());
+    for (std::size_t f = 0; ok && f < y.value().size(); ++f) {
+      std::size_t rest = f, at = v.offset;
+      for (std::size_t i = v.shape.size(); i-- > 0;) {
+        at += rest % v.shape[i] * v.strides[i];
+        rest /= v.shape[i];
+      }
+      ok = y.value().data()[f] == base.data()[at];
+    }
+    return ok;
+  };
+  const View whole = View::contiguous(a.shape());
+  const auto p = permute(a, {0, 2, 1, 3});
+  const auto pv = p.node().op->view_of(whole, p.shape());
+  BOOST_TEST_REQUIRE(pv.has_value());
+  BOOST_TEST(check(p, *pv));
+  const auto t = transpose(p);
+  const auto tv = t.node().op->view_of(*pv, t.shape());
+  BOOST_TEST_REQUIRE(tv.has_value());
+  BOOST_TEST(check(t, *tv));
+  const auto r = reshape(a, {6, 20});
+  const auto rv = r.node().op->view_of(whole, r.shape());
+  BOOST_TEST_REQUIRE(rv.has_value());
+  BOOST_TEST(check(r, *rv));
+  BOOST_TEST(!reshape(p, {6, 20}).node().op->view_of(*pv, {6, 20}).has_value());
+  BOOST_TEST(!scale(a, 2.0).node().op->view_of(whole, a.shape()).has_value());
+}
+
 BOOST_AUTO_TEST_CASE(kept_nodes_and_new_nodes) {
   AttentionGraph<double> full(16, 4, 1), lean(16, 4, 1);
   // Keep the weights (the softmax node): they survive the replay, with a full replay's bits.

@@ -79,6 +79,49 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_broadcast_operand_gives_the_bits_of_its_explicit
   }
 }
 
+BOOST_AUTO_TEST_CASE_TEMPLATE(reads_strided_views_as_their_copies, T, test::dtypes) {
+  // A lean replay hands matmul views (Args::views): heads split by permute, a broadcast batch. Each product equals, bit for bit, the product of the views' copies.
+  Graph<T> g;
+  const auto q = g.input("q", random_array<T>({2, 5, 3, 4}, 1));   // (B, T, H, dh)
+  const auto k = g.input("k", random_array<T>({2, 6, 3, 4}, 2));
+  const auto w = g.input("w", random_array<T>({3, 5, 6}, 3));      // (H, T_q, T_k): broadcast over B
+  const auto qh = permute(q, {0, 2, 1, 3}), kh = permute(k, {0, 2, 1, 3}), kt = transpose(kh);
+  const View vq = *qh.node().op->view_of(View::contiguous(q.shape()), qh.shape());
+  const View vk = *kh.node().op->view_of(View::contiguous(k.shape()), kh.shape());
+  const View vt = *kt.node().op->view_of(vk, kt.shape());
+  struct Case {
+    Var<T> a, b;
+    const xt::xarray<T>* base_a;
+    const xt::xarray<T>* base_b;
+    const View* view_a;
+    const View* view_b;
+    bool ta, tb;
+  };
+  const std::vector<Case> cases = {
+      {qh, kh, &q.value(), &k.value(), &vq, &vk, false, true},      // q k^T through the flag
+      {w, kh, &w.value(), &k.value(), nullptr, &vk, false, false},  // weights v, w broadcast
+      {kh, kh, &k.value(), &k.value(), &vk, &vk, true, false},      // a gradient's k^T g
+  };
+  for (const Case& c : cases) {
+    const auto expected = xgrad::matmul(c.a, c.b, c.ta, c.tb);
+    const auto& op = *expected.node().op;
+    Args<T> args{c.base_a, c.base_b};
+    args.views = {c.view_a, c.view_b};
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (args.views[i]) BOOST_TEST(op.reads_view(i, *args.views[i]));
+    }
+    xt::xarray<T> y = xt::xarray<T>::from_shape(expected.value().shape());
+    op.forward(args, y);
+    BOOST_TEST(same_bits(y, expected.value()), "ta " << c.ta << " tb " << c.tb);
+  }
+  // Matrices with columns of stride 1 are read in place; a transposed view (rows of stride 1)
+  // is not: read through the other transpose flag, OpenBLAS's bits could differ.
+  const auto op = xgrad::matmul(qh, kh, false, true).node().op;
+  BOOST_TEST(!op->reads_view(1, vt));
+  const auto scattered = permute(q, {3, 0, 1, 2});  // (dh, B, T, H): matrices (T, H), strides 12 and 4
+  BOOST_TEST(!op->reads_view(0, *scattered.node().op->view_of(View::contiguous(q.shape()), scattered.shape())));
+}
+
 BOOST_AUTO_TEST_CASE(a_weights_gradient_is_one_product_of_the_merged_rows) {
   // (B, T, d) @ (d, h): grad_b = a^T g over all B*T rows at once, (d, B*T) x (B*T, h), with no
   // (B, d, h) batch of products to sum.
