@@ -191,7 +191,9 @@ class Graph {
   // replay() computes only the nodes that a kept node depends on, each released node into a
   // buffer it shares with nodes whose values are not needed at the same time (an op that allows
   // it writes over an input read for the last time, see Op::overwrites_input), and releases it
-  // after its last reader. So a replay holds at once only the values still to be read, not
+  // after its last reader; a node that only rearranges its input (permute, transpose, reshape:
+  // Op::view_of) is not computed when all its readers read it as a View instead (Op::reads_view:
+  // matmul), and the value it views stays until they have run. So a replay holds at once only the values still to be read, not
   // all of them, and allocates no value buffers once they exist. Kept values and results are the
   // same bits as a full replay's. A released value cannot be read (Var::value throws) nor become
   // the input of a new node; exports and diagnostics need every value (require_values).
