@@ -321,7 +321,10 @@ void write_file_atomically(const std::string& path, const std::string& bytes, co
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files,
                             const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
-  if (files.size() > max_atomic_files) throw std::logic_error("write_files_atomically: more than max_atomic_files files");
+  if (files.size() > max_atomic_files) {
+    throw error("write_files_atomically: " + std::to_string(files.size()) + " files, more than the " +
+                std::to_string(max_atomic_files) + " (max_atomic_files) written at once");
+  }
   // Every check before anything is written.
   std::vector<fs::path> targets;
   for (const auto& [path, bytes] : files) {

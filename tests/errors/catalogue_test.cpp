@@ -492,6 +492,7 @@ std::vector<Row> rows() {
       {"F05", "files", "a FIFO (or a device) to read", Kind::error, [] { fs::remove(at("fifo.json")); mkfifo(at("fifo.json").c_str(), 0600); read_json_array(at("fifo.json")); }, {"fifo.json: a FIFO, not a regular file"}},
       {"F06", "files", "an output that is an input", Kind::error, [] { write_file_atomically(at("v.json"), "[]", {at("v.json")}); }, {"v.json: is the input", "v.json; refusing to write over it"}},
       {"F07", "files", "an output in a directory that does not exist", Kind::error, [] { check_output_path(at("no/such/out.csv")); }, {"no/such/out.csv: its directory", "no/such does not exist"}},
+      {"F08", "files", "more files than one atomic write takes", Kind::error, [] { write_files_atomically(std::vector<std::pair<std::string, std::string>>(9, {at("out.json"), "[]"})); }, {"write_files_atomically: 9 files, more than the 8 (max_atomic_files) written at once"}},
       // Checkpoints.
       {"K01", "checkpoints", "a safetensors file shorter than its header length", Kind::error, [] { parse_checkpoint(std::string("\x05\x00\x00", 3), CheckpointFormat::safetensors, "m.safetensors"); }, {"m.safetensors: too short for a safetensors file (3 bytes"}},
       {"K02", "checkpoints", "a safetensors header over 100 MB", Kind::error, [] { parse_checkpoint(std::string("\x00\xe2\xf5\x05\x00\x00\x00\x00{}", 10), CheckpointFormat::safetensors, "m.safetensors"); }, {"m.safetensors: the header claims 100000256 bytes, more than the 100000000"}},

@@ -1,7 +1,8 @@
 // Resource bounds, in a test program of its own because it replaces the global operator new to
 // measure what a call allocates: readers and the importer never allocate more than a small
 // multiple of their input before they have validated it, and a tiny file claiming a huge shape
-// fails fast: on its header, before anything grows with the claim.
+// fails fast: on its header, before anything grows with the claim. It replaces rename(2) too,
+// to fail the one step of an atomic write that no check beforehand can foresee.
 #define BOOST_TEST_MODULE xgrad_resources
 #include <boost/test/unit_test.hpp>
 
@@ -11,7 +12,32 @@
 #include <cstdlib>
 #include <new>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <xgrad/xgrad.hpp>
+
+namespace {
+
+// rename(2) fails with EXDEV while this is set (the executable's rename, which the library's
+// calls reach before libc's).
+std::atomic<bool> fail_rename{false};
+
+}  // namespace
+
+extern "C" int rename(const char* from, const char* to) noexcept {
+  if (fail_rename) {
+    errno = EXDEV;
+    return -1;
+  }
+  return ::renameat(AT_FDCWD, from, AT_FDCWD, to);
+}
 
 namespace {
 
@@ -62,6 +88,33 @@ void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
 using namespace xgrad;
 
 BOOST_AUTO_TEST_SUITE(resources)
+
+BOOST_AUTO_TEST_CASE(a_failed_rename_names_the_file_and_leaves_it_and_no_temporary) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("xgrad_rename_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string a = (dir / "a.json").string(), b = (dir / "b.json").string();
+  std::ofstream(a) << "old";
+  fail_rename = true;
+  std::string message;
+  try {
+    xgrad::write_files_atomically({{a, "new a"}, {b, "new b"}});
+  } catch (const xgrad::error& e) {
+    message = e.what();
+  }
+  fail_rename = false;
+  BOOST_TEST(message == a + ": cannot replace it: " + std::strerror(EXDEV));
+  std::ifstream in(a);
+  BOOST_TEST(std::string(std::istreambuf_iterator<char>(in), {}) == "old");  // the old file, whole
+  std::size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename() != "a.json";
+  BOOST_TEST(entries == 0u);  // no b.json, no hidden temporary
+  xgrad::write_file_atomically(a, "new");  // and rename works again
+  std::ifstream again(a);
+  BOOST_TEST(std::string(std::istreambuf_iterator<char>(again), {}) == "new");
+  fs::remove_all(dir);
+}
 
 BOOST_AUTO_TEST_CASE(a_12_byte_npy_claiming_a_huge_shape_fails_fast) {
   // Fast means: rejected on its header, before any allocation that grows with the claim.
