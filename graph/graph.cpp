@@ -686,17 +686,24 @@ void Graph<T>::plan_views(const detail::LeanPlan& plan, const std::vector<char>&
            !m_nodes[n.inputs[0].node].has_no_gradient();
   };
   // True if node id, seen as view v, is read by each of its readers as a view, or by a node
-  // that may be left out in turn with its own view of v.
+  // that may be left out in turn with its own view of v. Each node's answer is kept for the
+  // view it was asked with, so that readers met along several paths are asked once per view.
+  std::vector<std::optional<std::pair<View, bool>>> asked(count);
+  const auto same = [](const View& a, const View& b) {
+    return a.offset == b.offset && a.shape == b.shape && a.strides == b.strides;
+  };
   std::function<bool(std::size_t, const View&)> readable = [&](std::size_t id, const View& v) {
-    for (std::size_t r = first[id]; r < first[id + 1]; ++r) {
+    if (asked[id] && same(asked[id]->first, v)) return asked[id]->second;
+    bool ok = first[id] < first[id + 1];
+    for (std::size_t r = first[id]; ok && r < first[id + 1]; ++r) {
       const auto [reader, j] = readers[r];
       const Node<T>& rn = m_nodes[reader];
       if (rn.op->reads_view(j, v)) continue;
-      if (!candidate(reader)) return false;
-      const std::optional<View> w = rn.op->view_of(v, shapes[reader][0]);
-      if (!w || !readable(reader, *w)) return false;
+      const std::optional<View> w = candidate(reader) ? rn.op->view_of(v, shapes[reader][0]) : std::nullopt;
+      ok = w && readable(reader, *w);
     }
-    return first[id] < first[id + 1];
+    asked[id] = std::make_pair(v, ok);
+    return ok;
   };
   for (std::size_t id = 0; id < count; ++id) {
     if (!candidate(id)) continue;
@@ -777,8 +784,7 @@ void Graph<T>::replay_lean() {
       } else {
         for (std::size_t k = 0; k < shapes.size(); ++k) {
           const std::size_t size = shape_size(shapes[k]);
-          xt::xarray<T> spare = m_spare.take(size);
-          if (spare.size() == size && size > 0) n.outputs[k].value = std::move(spare);
+          if (size > 0) m_spare.take(size, n.outputs[k].value);
         }
       }
     }

@@ -33,13 +33,15 @@ LeanPlan plan_lean_replay(std::size_t count, const std::function<const std::vect
 template <class T>
 class SpareBuffers {
  public:
-  // A buffer of `size` elements given back earlier, or an empty array if there is none.
-  xt::xarray<T> take(std::size_t size) {
+  // Moves a buffer of `size` elements given back earlier into `out` and returns true, or
+  // returns false, out untouched, if there is none (no array is made for a miss: a default
+  // xarray allocates its one element).
+  bool take(std::size_t size, xt::xarray<T>& out) {
     const auto spare = m_by_size.find(size);
-    if (spare == m_by_size.end() || spare->second.empty()) return {};
-    xt::xarray<T> buffer = std::move(spare->second.back());
+    if (spare == m_by_size.end() || spare->second.empty()) return false;
+    out = std::move(spare->second.back());
     spare->second.pop_back();
-    return buffer;
+    return true;
   }
   void give(xt::xarray<T>&& buffer) { m_by_size[buffer.size()].push_back(std::move(buffer)); }
   // The elements the buffers hold.
