@@ -110,9 +110,6 @@ auto on_var(const PyVar& v, F&& f) {
   return std::visit([&](const auto& t) { return f(t); }, v.v);
 }
 
-template <class T>
-using GraphOf = Graph<T>;
-
 // The leaf Var `v` of graph g (the same graph, or an xgrad::error).
 template <class T>
 const TypedVar<T>& of_graph(const BoxPtr<T>& box, const PyVar& v, const char* what) {

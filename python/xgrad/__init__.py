@@ -1,6 +1,6 @@
 """xgrad: reverse-mode autodiff over an expression graph, from Python.
 
-The C++ library (github's xgrad, docs/python.md) as a module: a Graph of float32 or float64
+The C++ library as a module (docs/python.md in the source tree): a Graph of float32 or float64
 nodes, Vars with numpy values, every op and block, grad and gradcheck, optimizers,
 checkpoints, saturation diagnostics, JSON/DOT/ONNX export.
 
@@ -18,7 +18,7 @@ shapes. Values are copies: Var.value is a new numpy array each time it is read.
 """
 
 from ._xgrad import *  # noqa: F401,F403
-from ._xgrad import Error, Graph, Var, __doc__ as _core_doc  # noqa: F401
+from ._xgrad import Error, Graph, Var  # noqa: F401
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 
