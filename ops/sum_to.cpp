@@ -45,15 +45,48 @@ class SumToOp final : public OpFor<SumToOp> {
     return m_shape;
   }
 
+  // A row loop over x in memory order: each row of x's last axis is added into its row of y
+  // (the last axis kept) or summed into its element (the last axis summed), y's offset for the
+  // row following x's axes with stride 0 along the summed ones. Each element of y so adds its
+  // terms in x's memory order, starting from -0.0 (which keeps a sum of only -0.0 at -0.0, as
+  // numpy's, which starts from the first term). xtensor's reducer, which sum_to ran before,
+  // adds in another order in some shapes: results a rounding apart there.
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const xt::xarray<T>& a = *x[0];
-    const std::size_t lead = a.dimension() - m_shape.size();
-    std::vector<std::size_t> axes;
-    for (std::size_t i = 0; i < a.dimension(); ++i) {
-      if (i < lead || (m_shape[i - lead] == 1 && a.shape()[i] != 1)) axes.push_back(i);
+    const std::size_t rank = a.dimension(), lead = rank - m_shape.size();
+    std::fill(y.begin(), y.end(), T(a.size() == 0 ? 0.0 : -0.0));  // a sum of nothing is +0
+    if (a.size() == 0) return;
+    if (rank == 0) {
+      y.data()[0] += a.data()[0];
+      return;
     }
-    detail::sum_axes(a, axes, T(1), y);
+    std::vector<std::size_t> stride(rank, 0);  // y's stride along each axis of x, 0 where summed
+    for (std::size_t i = rank, s = 1; i-- > lead;) {
+      const std::size_t d = m_shape[i - lead];
+      if (!(d == 1 && a.shape()[i] != 1)) stride[i] = s;
+      s *= d;
+    }
+    const std::size_t len = a.shape()[rank - 1], rows = a.size() / len;
+    const bool keep_last = stride[rank - 1] != 0;
+    std::vector<std::size_t> index(rank - 1, 0);
+    const T* in = a.data();
+    for (std::size_t r = 0, out = 0; r < rows; ++r, in += len) {
+      T* row = y.data() + out;
+      if (keep_last) {
+        for (std::size_t j = 0; j < len; ++j) row[j] += in[j];
+      } else {
+        T sum = row[0];
+        for (std::size_t j = 0; j < len; ++j) sum += in[j];
+        row[0] = sum;
+      }
+      for (std::size_t i = rank - 1; i-- > 0;) {  // the next row, row-major
+        out += stride[i];
+        if (++index[i] < a.shape()[i]) break;
+        out -= stride[i] * a.shape()[i];
+        index[i] = 0;
+      }
+    }
   }
 
   template <class T>
