@@ -33,56 +33,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-MASK64 = (1 << 64) - 1
-DEFAULT_CORPUS = "/usr/share/games/fortunes"
-
-
-class SplitMix64:
-    """char_gpt's window generator, draw for draw."""
-
-    def __init__(self, state):
-        self.state = state & MASK64
-
-    def next(self):
-        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-        return z ^ (z >> 31)
-
-
-def load_corpus(path):
-    """(train ids, val ids, character set) as char_gpt reads them."""
-    if path:
-        text = open(path, "rb").read()
-    else:
-        names = sorted(f for f in os.listdir(DEFAULT_CORPUS)
-                       if not f.endswith(".dat") and not os.path.islink(os.path.join(DEFAULT_CORPUS, f))
-                       and os.path.isfile(os.path.join(DEFAULT_CORPUS, f)))
-        text = b"".join(open(os.path.join(DEFAULT_CORPUS, f), "rb").read() for f in names)
-    chars = sorted(set(text))
-    lookup = np.zeros(256, dtype=np.int64)
-    lookup[chars] = np.arange(len(chars))
-    ids = lookup[np.frombuffer(text, dtype=np.uint8)]
-    split = len(text) * 9 // 10
-    return ids[:split], ids[split:], bytes(chars)
+# The data and the schedule, shared with examples/python/char_gpt.py (numpy only).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
+from char_data import DEFAULT_CORPUS, SplitMix64, learning_rate, load_corpus  # noqa: E402,F401
+from char_data import windows as numpy_windows  # noqa: E402
 
 
 def windows(tokens, batch, block, rng):
-    starts = [rng.next() % (len(tokens) - block) for _ in range(batch)]
-    x = np.stack([tokens[s:s + block] for s in starts])
-    y = np.stack([tokens[s + 1:s + block + 1] for s in starts])
+    x, y = numpy_windows(tokens, batch, block, rng)
     return torch.from_numpy(x), torch.from_numpy(y)
-
-
-def learning_rate(lr, warmup, decay_steps, it):
-    min_lr = lr / 10
-    if it < warmup:
-        return lr * (it + 1) / (warmup + 1)
-    if it >= decay_steps:
-        return min_lr
-    ratio = (it - warmup) / (decay_steps - warmup)
-    return min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
 class Block(nn.Module):

@@ -24,6 +24,21 @@ py::array as_array(const py::handle& obj, const std::string& what) {
   return a;
 }
 
+// raw's elements as an xt::xarray<V>, read through numpy (any layout, converted to V), after its
+// shape is checked against max_array_elements: before numpy copies anything.
+template <class V>
+xt::xarray<V> copy_of(const py::array& raw, const std::string& what) {
+  const Shape shape(raw.shape(), raw.shape() + raw.ndim());
+  if (!bounded_size(shape)) {
+    throw error(what + ": the array " + shape_str(shape) + " holds more than max_array_elements = 2^28 elements");
+  }
+  const auto a = py::array_t<V, py::array::c_style | py::array::forcecast>::ensure(raw);
+  if (!a) throw error(what + ": numpy could not convert the " + dtype_str(raw) + " array");
+  xt::xarray<V> x = xt::xarray<V>::from_shape(shape);
+  if (x.size()) std::copy(a.data(), a.data() + x.size(), x.data());
+  return x;
+}
+
 }  // namespace
 
 template <class T>
@@ -33,15 +48,7 @@ xt::xarray<T> to_xarray(const py::handle& obj, const std::string& what) {
     throw error(what + ": an array of dtype " + dtype_str(raw) + ", not of real numbers (the graph holds " +
                 dtype_name<T>() + ")");
   }
-  const auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(raw);
-  if (!a) throw error(what + ": numpy could not convert the " + dtype_str(raw) + " array to " + dtype_name<T>());
-  const Shape shape(a.shape(), a.shape() + a.ndim());
-  if (!bounded_size(shape)) {
-    throw error(what + ": the array " + shape_str(shape) + " holds more than max_array_elements = 2^28 elements");
-  }
-  xt::xarray<T> x = xt::xarray<T>::from_shape(shape);
-  if (x.size()) std::copy(a.data(), a.data() + x.size(), x.data());
-  return x;
+  return copy_of<T>(raw, what);
 }
 template xt::xarray<float> to_xarray<float>(const py::handle&, const std::string&);
 template xt::xarray<double> to_xarray<double>(const py::handle&, const std::string&);
@@ -52,20 +59,13 @@ xt::xarray<std::int64_t> to_indices(const py::handle& obj, const std::string& wh
   if (kind != 'i' && kind != 'u') {
     throw error(what + ": indices must be integers, not an array of dtype " + dtype_str(raw));
   }
-  if (kind == 'u' && raw.itemsize() == 8) {
-    const auto u = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(raw);
-    for (py::ssize_t i = 0; i < u.size(); ++i) {
-      if (u.data()[i] > static_cast<std::uint64_t>(INT64_MAX)) {
-        throw error(what + ": index " + std::to_string(u.data()[i]) + " does not fit int64");
-      }
+  if (kind == 'u' && raw.itemsize() == 8) {  // the one integer type whose values int64 may not hold
+    const xt::xarray<std::uint64_t> u = copy_of<std::uint64_t>(raw, what);
+    for (const std::uint64_t value : u) {
+      if (value > static_cast<std::uint64_t>(INT64_MAX)) throw error(what + ": index " + std::to_string(value) + " does not fit int64");
     }
   }
-  const auto a = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(raw);
-  const Shape shape(a.shape(), a.shape() + a.ndim());
-  if (!bounded_size(shape)) throw error(what + ": the array " + shape_str(shape) + " holds more than 2^28 elements");
-  xt::xarray<std::int64_t> x = xt::xarray<std::int64_t>::from_shape(shape);
-  if (x.size()) std::copy(a.data(), a.data() + x.size(), x.data());
-  return x;
+  return copy_of<std::int64_t>(raw, what);
 }
 
 xt::xarray<bool> to_mask(const py::handle& obj, const std::string& what) {
@@ -73,12 +73,7 @@ xt::xarray<bool> to_mask(const py::handle& obj, const std::string& what) {
   if (raw.dtype().kind() != 'b') {
     throw error(what + ": a mask is an array of bool (true = keep), not of dtype " + dtype_str(raw));
   }
-  const auto a = py::array_t<bool, py::array::c_style | py::array::forcecast>::ensure(raw);
-  const Shape shape(a.shape(), a.shape() + a.ndim());
-  if (!bounded_size(shape)) throw error(what + ": the array " + shape_str(shape) + " holds more than 2^28 elements");
-  xt::xarray<bool> x = xt::xarray<bool>::from_shape(shape);
-  if (x.size()) std::copy(a.data(), a.data() + x.size(), x.data());
-  return x;
+  return copy_of<bool>(raw, what);
 }
 
 std::string dtype_of(const PyVar& v) {

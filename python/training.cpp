@@ -116,6 +116,14 @@ std::map<std::string, xt::xarray<T>> tensors_of(const py::dict& tensors) {
   return out;
 }
 
+// f(T{}) for the dtype named "float32" or "float64"; an xgrad::error naming `who` otherwise.
+template <class F>
+auto on_dtype(const std::string& dtype, const char* who, F&& f) {
+  if (dtype == "float32") return f(float{});
+  if (dtype != "float64") throw error(std::string(who) + ": dtype \"" + dtype + "\" is neither \"float64\" nor \"float32\"");
+  return f(double{});
+}
+
 template <class T>
 py::dict tensor_dict(const TensorFile<T>& file) {
   py::dict out;
@@ -266,30 +274,21 @@ sum(y)). Gradients are nodes: replay() recomputes them, grad() of them different
   }, py::arg("graph"), py::arg("path"), "Sets every parameter leaf from the file (names and shapes must match); returns its metadata.");
   m.def("save_tensors", [](const std::string& path, const py::dict& tensors, const std::string& dtype,
                            const std::map<std::string, std::string>& metadata) {
-    if (dtype == "float32") {
-      auto t = tensors_of<float>(tensors);
+    on_dtype(dtype, "save_tensors", [&](auto zero) {
+      const auto t = tensors_of<decltype(zero)>(tensors);
       py::gil_scoped_release release;
       save_tensors(path, t, metadata);
-    } else if (dtype == "float64") {
-      auto t = tensors_of<double>(tensors);
-      py::gil_scoped_release release;
-      save_tensors(path, t, metadata);
-    } else {
-      throw error("save_tensors: dtype \"" + dtype + "\" is neither \"float64\" nor \"float32\"");
-    }
+    });
   }, py::arg("path"), py::arg("tensors"), py::arg("dtype") = "float64",
         py::arg("metadata") = std::map<std::string, std::string>{}, "A dict of arrays to a .safetensors or .npz file.");
-  m.def("load_tensors", [](const std::string& path, const std::string& dtype) -> py::dict {
-    if (dtype == "float32") return tensor_dict(load_tensors<float>(path));
-    if (dtype == "float64") return tensor_dict(load_tensors<double>(path));
-    throw error("load_tensors: dtype \"" + dtype + "\" is neither \"float64\" nor \"float32\"");
+  m.def("load_tensors", [](const std::string& path, const std::string& dtype) {
+    return on_dtype(dtype, "load_tensors", [&](auto zero) { return tensor_dict(load_tensors<decltype(zero)>(path)); });
   }, py::arg("path"), py::arg("dtype") = "float64", "A .safetensors or .npz file's tensors, a dict of arrays of dtype.");
 
-  m.def("random_array", [](const Shape& shape, std::uint64_t seed, double stddev, const std::string& dtype) -> py::array {
+  m.def("random_array", [](const Shape& shape, std::uint64_t seed, double stddev, const std::string& dtype) {
     if (!bounded_size(shape)) throw error("random_array: the shape " + shape_str(shape) + " holds more than 2^28 elements");
-    if (dtype == "float32") return to_numpy(random_array<float>(shape, seed, stddev));
-    if (dtype == "float64") return to_numpy(random_array<double>(shape, seed, stddev));
-    throw error("random_array: dtype \"" + dtype + "\" is neither \"float64\" nor \"float32\"");
+    return on_dtype(dtype, "random_array",
+                    [&](auto zero) { return to_numpy(random_array<decltype(zero)>(shape, seed, stddev)); });
   }, py::arg("shape"), py::arg("seed"), py::arg("stddev") = 1.0, py::arg("dtype") = "float64",
         "N(0, stddev^2) entries from std::mt19937_64(seed), as the C++ random_array (the same numbers).");
   m.def("glorot_uniform", [](const Shape& shape, std::uint64_t seed) { return to_numpy(glorot_uniform<double>(shape, seed)); },

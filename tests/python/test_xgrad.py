@@ -318,6 +318,12 @@ class Errors(unittest.TestCase):
             g.mask("m", np.ones(2))
         with self.assertRaisesRegex(xgrad.Error, "neither"):
             xgrad.Graph("int8")
+        with self.assertRaisesRegex(xgrad.Error, 'random_array: dtype "int8" is neither'):
+            xgrad.random_array((2,), 1, dtype="int8")
+        with self.assertRaisesRegex(xgrad.Error, "index 9223372036854775808 does not fit int64"):
+            g.indices("u", np.array([2**63], dtype=np.uint64))
+        with self.assertRaisesRegex(xgrad.Error, r"\(32768, 16384\) holds more than max_array_elements"):
+            g.input("huge", np.broadcast_to(np.zeros(1), (2**15, 2**14)))  # a view of one element
         h = xgrad.Graph("float32")
         with self.assertRaisesRegex(xgrad.Error, "float32 Var among float64"):
             a + h.input("c", np.ones((2, 3)))
