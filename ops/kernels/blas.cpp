@@ -1,5 +1,6 @@
 #include <xgrad/ops/kernels/blas.hpp>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,8 +28,14 @@ const std::string start_coretype = [] {
   return std::string(v ? v : "");
 }();
 
-// Set in the environment of the program use_best_blas_kernels executes again.
+// Set in the environment of the program use_best_blas_kernels executes again: "kernels" when it
+// set OPENBLAS_CORETYPE, "threads" when it set only OPENBLAS_NUM_THREADS.
 constexpr const char* restarted_variable = "XGRAD_BLAS_RESTARTED";
+
+bool restarted_for_kernels() {
+  const char* v = std::getenv(restarted_variable);
+  return v != nullptr && std::string(v) == "kernels";
+}
 
 std::string trim(const std::string& s) {
   const auto a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
@@ -126,7 +133,7 @@ std::string blas_report(const BlasInfo& info) {
     << "config:     " << info.config << "\n"
     << "core:       " << info.core << " (" << simd_level_name(info.core_level) << ", "
     << (info.coretype.empty()              ? std::string("chosen by OpenBLAS for this CPU")
-        : std::getenv(restarted_variable) ? "OPENBLAS_CORETYPE=" + info.coretype + ", set by use_best_blas_kernels"
+        : restarted_for_kernels()         ? "OPENBLAS_CORETYPE=" + info.coretype + ", set by use_best_blas_kernels"
                                           : "OPENBLAS_CORETYPE=" + info.coretype)
     << ")\n"
     << "best core:  " << (info.best_core.empty() ? "-" : info.best_core) << " (the CPU supports "
@@ -140,9 +147,13 @@ std::string blas_report(const BlasInfo& info) {
 }
 
 void use_best_blas_kernels() {
-  if (!start_coretype.empty() || std::getenv(restarted_variable) != nullptr) return;
+  if (std::getenv(restarted_variable) != nullptr) return;
   const BlasInfo info = blas_info();
-  if (!info.fallback() || info.best_core.empty()) return;
+  const bool kernels = start_coretype.empty() && info.fallback() && !info.best_core.empty();
+  rlimit limit{};
+  const bool one_thread =
+      info.threads > 1 && getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  if (!kernels && !one_thread) return;
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
   std::vector<std::string> args;
@@ -154,16 +165,28 @@ void use_best_blas_kernels() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  if (args.empty() || setenv("OPENBLAS_CORETYPE", info.best_core.c_str(), 1) != 0 ||
-      setenv(restarted_variable, "1", 1) != 0) {
+  const char* const saved_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  const std::string threads = saved_threads ? saved_threads : "";
+  if (args.empty() || (kernels && setenv("OPENBLAS_CORETYPE", info.best_core.c_str(), 1) != 0) ||
+      (one_thread && setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) ||
+      setenv(restarted_variable, kernels ? "kernels" : "threads", 1) != 0) {
     return;
+  }
+  if (one_thread) {
+    std::fprintf(stderr,
+                 "xgrad: an address-space limit (ulimit -v) is set: OpenBLAS runs on one thread, not %d (its "
+                 "threads hang when they cannot map their work buffers: OpenBLAS issue 5289)\n",
+                 info.threads);
   }
   std::fflush(nullptr);
   execv("/proc/self/exe", argv.data());
-  const int failure = errno;  // still here: run on as before, on the fallback kernels
-  unsetenv("OPENBLAS_CORETYPE");
+  const int failure = errno;  // still here: run on as before
+  if (kernels) unsetenv("OPENBLAS_CORETYPE");
+  if (one_thread && saved_threads) setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
+  if (one_thread && !saved_threads) unsetenv("OPENBLAS_NUM_THREADS");
   unsetenv(restarted_variable);
-  std::fprintf(stderr, "xgrad: could not restart on OpenBLAS's %s kernels (%s)\n", info.best_core.c_str(),
+  std::fprintf(stderr, "xgrad: could not restart %s (%s)\n",
+               kernels ? ("on OpenBLAS's " + info.best_core + " kernels").c_str() : "on one thread",
                std::strerror(failure));
 }
 

@@ -46,11 +46,14 @@ std::string blas_report(const BlasInfo& info);
 // Runs the process on the kernels the CPU supports: when OpenBLAS chose a fallback core and the
 // user did not set OPENBLAS_CORETYPE, sets it to best_core and executes the program again (the
 // same /proc/self/exe, the same arguments from /proc/self/cmdline, the same environment
-// otherwise): OpenBLAS reads the variable only when it loads. Returns (doing nothing) when the
-// kernels are already the best, when OPENBLAS_CORETYPE is set (a value the user chose is never
-// overridden) and when the program runs again after such a restart; if executing fails, prints
-// why and returns. Call it first in main, before threads start or files open: the one line a
-// program needs (the xgrad tool, the examples and the benchmarks have it).
+// otherwise): OpenBLAS reads the variable only when it loads. Under an address-space limit
+// (RLIMIT_AS, ulimit -v) with OpenBLAS on more than one thread, it also sets
+// OPENBLAS_NUM_THREADS=1 for that restart and says so in one line on stderr: OpenBLAS's threads
+// map work buffers of their own, and one that cannot retries its mmap forever (OpenBLAS issue
+// 5289), a hang. Returns (doing nothing) when neither applies (OPENBLAS_CORETYPE set by the user
+// is never overridden) and when the program runs again after such a restart; if executing
+// fails, prints why and returns. Call it first in main, before threads start or files open: the
+// one line a program needs (the xgrad tool, the examples and the benchmarks have it).
 void use_best_blas_kernels();
 
 // Prints, once per process and only when the kernels are a fallback, one warning on stderr

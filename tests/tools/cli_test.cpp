@@ -460,6 +460,36 @@ BOOST_AUTO_TEST_CASE(out_of_memory_exits_2_with_one_line_and_no_output,
   BOOST_TEST(s.xgrad_limited("replay g.json", 400000).rc == 0);
 }
 
+// Several OpenBLAS threads under an address-space limit hung in OpenBLAS's mmap retry loop (at
+// 220 MB on 2 threads) or stopped for want of memory (at 260 MB, where one thread runs): the tool
+// runs again on one thread, says so, and gives the unlimited run's output.
+BOOST_AUTO_TEST_CASE(a_memory_limit_runs_openblas_on_one_thread_with_a_message,
+                     *boost::unit_test::precondition(can_limit_address_space)) {
+  Sandbox s;
+  const Run unlimited = s.shell("OPENBLAS_NUM_THREADS=2 exec '" XGRAD_TOOL "' example");
+  BOOST_TEST_REQUIRE(unlimited.rc == 0);
+  BOOST_TEST(unlimited.err.empty(), unlimited.err);
+  const std::string line =
+      "xgrad: an address-space limit (ulimit -v) is set: OpenBLAS runs on one thread, not 2 (its threads hang when "
+      "they cannot map their work buffers: OpenBLAS issue 5289)\n";
+  for (const long kib : {220000L, 260000L, 400000L}) {
+    BOOST_TEST_CONTEXT(kib << " KiB") {
+      const Run r = s.xgrad_limited("example", kib, 2);
+      BOOST_TEST(r.rc == 0);  // 124: timed out, hung
+      BOOST_TEST(r.err == line);
+      BOOST_TEST(r.out == unlimited.out);
+    }
+  }
+  const Run info = s.xgrad_limited("info", 260000, 2);
+  BOOST_TEST(info.rc == 0);
+  BOOST_TEST(info.out.find("\nthreads:    1\n") != std::string::npos, info.out);
+  // A core the user chose is still theirs after the restart.
+  const Run chosen = s.shell("OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=2 exec timeout 60 sh -c 'ulimit -v 260000 && "
+                             "exec \"$0\" info' '" XGRAD_TOOL "'");
+  BOOST_TEST(chosen.rc == 0);
+  BOOST_TEST(chosen.out.find("\ncore:       Haswell (AVX2, OPENBLAS_CORETYPE=Haswell)\n") != std::string::npos, chosen.out);
+}
+
 // Every limit, whichever phase it stops the command in, ends with all the outputs or none of
 // them, one line on stderr and no temporary file left behind.
 BOOST_AUTO_TEST_CASE(every_memory_limit_ends_whole_or_clean, *boost::unit_test::precondition(can_limit_address_space)) {

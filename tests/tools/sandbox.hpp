@@ -57,9 +57,11 @@ struct Sandbox {
   // Runs `xgrad <args>` in the sandbox directory.
   Run xgrad(const std::string& args) const { return shell("exec '" XGRAD_TOOL "' " + args); }
   // Runs `xgrad <args>` with at most `kib` KiB of address space (ulimit -v, in the child only),
-  // single-threaded OpenBLAS, and 60 s to finish (OpenBLAS has hung in an mmap retry loop).
-  Run xgrad_limited(const std::string& args, long kib) const {
-    return shell("OPENBLAS_NUM_THREADS=1 exec timeout 60 sh -c 'ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\"' '" XGRAD_TOOL "' " + args);
+  // OpenBLAS started on `threads` threads, and 60 s to finish (OpenBLAS has hung in an mmap
+  // retry loop).
+  Run xgrad_limited(const std::string& args, long kib, int threads = 1) const {
+    return shell("OPENBLAS_NUM_THREADS=" + std::to_string(threads) + " exec timeout 60 sh -c 'ulimit -v " +
+                 std::to_string(kib) + " && exec \"$0\" \"$@\"' '" XGRAD_TOOL "' " + args);
   }
   // Runs the sh command line `command` in the sandbox directory.
   Run shell(const std::string& command) const {

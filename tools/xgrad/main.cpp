@@ -40,8 +40,9 @@ void out_of_memory() { xgrad::tool::exit_out_of_memory(running); }
 // address space the tool stops at once with the out-of-memory line, and with it, running out of
 // memory later is an operator new failure the handler reports. Single-threaded OpenBLAS reuses
 // this one buffer, but its worker threads (and xgrad's pool's threads) map their own on their
-// first job and would hang there: under a finite address-space limit (ulimit -v) the tool runs
-// on one thread.
+// first job and would hang there: under a finite address-space limit (ulimit -v)
+// use_best_blas_kernels has started the tool again on one thread; should that restart have
+// failed, the products still run on one.
 void map_blas_buffer(const char* command) {
   rlimit limit{};
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) openblas_set_num_threads(1);
