@@ -14,29 +14,13 @@
 
 #include <xgrad/xgrad.hpp>
 
+#include "memory.hpp"
 
 namespace {
 
-// A field of /proc/self/status in MiB ("VmRSS", "VmHWM").
-double status_mib(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const std::string key = std::string(field) + ":";
-  while (std::getline(in, line)) {
-    if (line.compare(0, key.size(), key) == 0) return std::stod(line.substr(key.size())) / 1024.0;  // kB
-  }
-  return -1;
-}
-
 using xgrad::random_array;
-
-// Resets VmHWM to the current RSS (Linux 4.0 and later).
-bool reset_peak() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.flush();
-  return bool(out);
-}
+using xgrad::bench::restart_peak;
+using xgrad::bench::status_mib;
 
 template <class T>
 int measure(xgrad::AttentionImpl impl, std::size_t t, std::size_t d, bool lean) {
@@ -53,7 +37,7 @@ int measure(xgrad::AttentionImpl impl, std::size_t t, std::size_t d, bool lean) 
     g.set_output("out", out);
     for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
     g.keep_only({});
-    if (!reset_peak()) {
+    if (!restart_peak()) {
       std::fprintf(stderr, "xgrad_rss: cannot reset the peak RSS (/proc/self/clear_refs)\n");
       return 1;
     }

@@ -41,6 +41,7 @@
 
 #include <xgrad/xgrad.hpp>
 
+#include "main.hpp"
 #include "timing.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -174,11 +175,5 @@ void register_all(const char* dtype) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_all<float>("f32");
-  register_all<double>("f64");
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return xgrad::bench::run_benchmarks(argc, argv, register_all<float>, register_all<double>);
 }

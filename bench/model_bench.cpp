@@ -17,7 +17,6 @@
 // --profile then runs --steps more steps with Graph::time_nodes and prints, op by op (forward and
 // backward nodes apart), the nodes, the ms a step and the share of the step; "outside the graph"
 // is the rest of the step (gradient clipping, AdamW).
-#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +28,7 @@
 
 #include <xgrad/ops/kernels/gemm.hpp>
 
+#include "memory.hpp"
 #include "timing.hpp"
 
 #include "../examples/char_gpt.hpp"
@@ -37,6 +37,8 @@ namespace {
 
 using xgrad::bench::median;
 using xgrad::bench::median_seconds;
+using xgrad::bench::restart_peak;
+using xgrad::bench::status_mib;
 
 using xgrad::Graph;
 using xgrad::Var;
@@ -77,30 +79,6 @@ std::vector<Product> products(const Graph<T>& g) {
     }
   }
   return calls;
-}
-
-// A line of /proc/self/status in MiB: "VmRSS" (the resident set now) or "VmHWM" (its peak).
-double status_mib(const char* key) {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  char line[256];
-  double kib = 0;
-  const std::string prefix = std::string(key) + ": %lf kB";
-  while (f && std::fgets(line, sizeof line, f)) {
-    if (std::sscanf(line, prefix.c_str(), &kib) == 1) break;
-  }
-  if (f) std::fclose(f);
-  return kib / 1024;
-}
-
-// Returns freed heap to the system and restarts the peak (VmHWM) from the resident set now, so
-// that the peak measured from here is the steps', not the first build's (which runs every node).
-void restart_peak() {
-  malloc_trim(0);
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f) {
-    std::fputs("5", f);
-    std::fclose(f);
-  }
 }
 
 // The time of each op's nodes over `steps` steps, op by op, forward and backward apart.

@@ -18,6 +18,8 @@
 
 #include <xgrad/xgrad.hpp>
 
+#include "main.hpp"
+
 extern "C" void openblas_set_num_threads(int);
 
 namespace {
@@ -74,12 +76,5 @@ void register_all(const char* dtype) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  xgrad::use_best_blas_kernels();  // OpenBLAS's best kernels for this CPU (docs/performance.md)
-  register_all<float>("f32");
-  register_all<double>("f64");
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return xgrad::bench::run_benchmarks(argc, argv, register_all<float>, register_all<double>);
 }

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
     const auto params = opt.params();
     for (std::size_t i = 0; i < params.size(); ++i) g.set_grad(params[i].node().name, grads[i]);
     try {
-      xgrad::write_file_atomically(export_path, xgrad::to_json(g, xgrad::ExportValues::all).dump() + "\n", {});
+      xgrad::save_json(export_path, g, xgrad::ExportValues::all);
     } catch (const xgrad::error& e) {
       std::fprintf(stderr, "mlm_encoder: --export: %s\n", e.what());
       return 2;

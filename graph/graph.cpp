@@ -1,6 +1,7 @@
 #include <xgrad/graph/graph.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <new>
 #include <type_traits>
@@ -74,6 +75,14 @@ template <class T>
 const Node<T>& Var<T>::node() const {
   return graph().node(m_id);
 }
+
+namespace {
+
+// The shape a released value is given: empty, no element (resize to it frees nothing and makes
+// no temporary; the buffer was moved to the spares or was never there).
+const std::array<std::size_t, 1> empty_shape{0};
+
+}  // namespace
 
 namespace {
 
@@ -244,12 +253,14 @@ template <class T>
 void Graph<T>::set_output(std::string name, const Var<T>& v) {
   check_var(v, ("set_output: '" + name + "'").c_str());
   m_outputs[std::move(name)] = v.slot();
+  m_lean_plan.kept.clear();  // the kept nodes may change: the next lean replay plans again
 }
 
 template <class T>
 void Graph<T>::set_grad(std::string name, const Var<T>& v) {
   check_var(v, ("set_grad: '" + name + "'").c_str());
   m_grads[std::move(name)] = v.slot();
+  m_lean_plan.kept.clear();
 }
 
 namespace {
@@ -384,8 +395,13 @@ std::vector<Shape> Graph<T>::output_shapes(std::size_t id, const Node<T>& n, con
 
 template <class T>
 void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes) {
-  n.outputs.resize(shapes.size());
-  for (std::size_t k = 0; k < shapes.size(); ++k) {
+  run_node(id, n, args, shapes.data(), shapes.size());
+}
+
+template <class T>
+void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const Shape* shapes, std::size_t count) {
+  n.outputs.resize(count);
+  for (std::size_t k = 0; k < count; ++k) {
     xt::xarray<T>& value = n.outputs[k].value;
     if (shapes_equal(shapes[k], value.shape())) continue;
     try {
@@ -593,7 +609,7 @@ void Graph<T>::keep_only(const std::vector<Var<T>>& keep) {
   for (const auto& v : keep) m_keep.push_back(v.id());
   m_lean = true;
   m_spare.clear();
-  m_view_plan = {};
+  m_lean_plan = {};
   const std::vector<char> kept = kept_nodes();
   for (std::size_t id = 0; id < m_nodes.size(); ++id) {
     Node<T>& n = m_nodes[id];
@@ -643,16 +659,19 @@ void Graph<T>::release(Node<T>& n) {
   if (n.released) return;
   for (auto& out : n.outputs) {
     if (out.value.size() > 0) m_spare.give(std::move(out.value));  // not the husk of a value moved on
-    out.value = xt::xarray<T>::from_shape({0});
+    out.value.resize(empty_shape);
   }
   n.released = true;
 }
 
 template <class T>
-void Graph<T>::plan_views(const detail::LeanPlan& plan, const std::vector<char>& kept) {
+void Graph<T>::plan_lean(const std::vector<char>& kept) {
   const std::size_t count = m_nodes.size();
-  if (m_view_plan.count == count && m_view_plan.kept == kept) return;
-  ViewPlan p{count, kept, std::vector<std::optional<View>>(count), std::vector<Slot>(count)};
+  if (m_lean_plan.count == count && m_lean_plan.kept == kept) return;
+  LeanReplayPlan p{count, kept, {}, {}, {}, {}, std::vector<std::optional<View>>(count), std::vector<Slot>(count)};
+  p.order = detail::plan_lean_replay(
+      count, [&](std::size_t id) -> const std::vector<Slot>& { return m_nodes[id].inputs; }, kept);
+  const detail::LeanPlan& plan = p.order;
   // Every node's output shapes (leaves', then inferred in order: values may be released).
   std::vector<std::vector<Shape>> shapes(count);
   for (std::size_t id = 0; id < count; ++id) {
@@ -715,24 +734,35 @@ void Graph<T>::plan_views(const detail::LeanPlan& plan, const std::vector<char>&
     p.view[id] = v;
     p.base[id] = in_view ? p.base[in.node] : in;
   }
-  m_view_plan = std::move(p);
+  p.first.reserve(count + 1);
+  for (std::size_t id = 0; id < count; ++id) {
+    p.first.push_back(p.shapes.size());
+    for (Shape& s : shapes[id]) {
+      p.sizes.push_back(shape_size(s));
+      p.shapes.push_back(std::move(s));
+    }
+  }
+  p.first.push_back(p.shapes.size());
+  // A value read as a view stays until the view's last reader has run.
+  for (std::size_t id = count; id-- > 0;) {
+    if (p.view[id]) {
+      std::size_t& in = p.order.last_read[m_nodes[id].inputs[0].node];
+      in = std::max(in, p.order.last_read[id]);
+    }
+  }
+  m_lean_plan = std::move(p);
 }
 
 template <class T>
 void Graph<T>::replay_lean() {
   const std::size_t count = m_nodes.size();
-  const std::vector<char> kept = kept_nodes();
-  detail::LeanPlan plan = detail::plan_lean_replay(
-      count, [&](std::size_t id) -> const std::vector<Slot>& { return m_nodes[id].inputs; }, kept);
-  plan_views(plan, kept);
-  const auto& views = m_view_plan.view;
-  // A value read as a view stays until the view's last reader has run.
-  for (std::size_t id = count; id-- > 0;) {
-    if (views[id]) {
-      std::size_t& in = plan.last_read[m_nodes[id].inputs[0].node];
-      in = std::max(in, plan.last_read[id]);
-    }
-  }
+  // The plan is kept while the nodes and what is kept stay (keep_only, set_output and set_grad
+  // clear it).
+  if (m_lean_plan.count != count || m_lean_plan.kept.size() != count) plan_lean(kept_nodes());
+  const LeanReplayPlan& p = m_lean_plan;
+  const std::vector<char>& kept = p.kept;
+  const detail::LeanPlan& plan = p.order;
+  const auto& views = p.view;
   m_viewed = 0;
   Args<T> args;  // refilled for each node, its capacity kept
   for (std::size_t id = 0; id < count; ++id) {
@@ -747,12 +777,14 @@ void Graph<T>::replay_lean() {
     for (std::size_t j = 0; j < n.inputs.size(); ++j) {
       const std::size_t in = n.inputs[j].node;
       if (!views[in]) continue;
-      const Slot base = m_view_plan.base[in];
+      const Slot base = p.base[in];
       args.views.resize(n.inputs.size(), nullptr);
       args.views[j] = &*views[in];
       args[j] = &m_nodes[base.node].outputs[base.output].value;
     }
-    const std::vector<Shape> shapes = output_shapes(id, n, args);
+    const Shape* const shapes = &p.shapes[p.first[id]];
+    const std::size_t* const sizes = &p.sizes[p.first[id]];
+    const std::size_t outputs = p.first[id + 1] - p.first[id];
     if (!kept[id]) {
       // Each output's buffer: for an op with one output, an input of as many elements read for
       // the last time here if the op may write over it (run_node gives it the output's shape,
@@ -761,38 +793,37 @@ void Graph<T>::replay_lean() {
       // node, the other output's buffer with it (gelu_vjp(mean, y) of a layer_norm read freed
       // memory so).
       std::optional<std::size_t> over;
-      for (std::size_t j = 0; j < n.inputs.size() && !over && shapes.size() == 1; ++j) {
+      for (std::size_t j = 0; j < n.inputs.size() && !over && outputs == 1; ++j) {
         const Slot in = n.inputs[j];
         const Node<T>& x = m_nodes[in.node];
         const bool reads_another_output = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const Slot& s) {
           return s.node == in.node && s.output != in.output;
         });
         if (!kept[in.node] && plan.last_read[in.node] == id && !x.is_leaf() && n.op->overwrites_input(j) &&
-            !reads_another_output && x.outputs[in.output].value.size() == shape_size(shapes[0])) {
+            !reads_another_output && x.outputs[in.output].value.size() == sizes[0]) {
           over = j;
         }
       }
-      n.outputs.resize(shapes.size());
+      n.outputs.resize(outputs);
       if (over) {
         Node<T>& x = m_nodes[n.inputs[*over].node];
         n.outputs[0].value = std::move(x.outputs[n.inputs[*over].output].value);
-        x.outputs[n.inputs[*over].output].value = xt::xarray<T>::from_shape({0});
+        x.outputs[n.inputs[*over].output].value.resize(empty_shape);
         release(x);
         for (std::size_t j = 0; j < n.inputs.size(); ++j) {
           if (n.inputs[j] == n.inputs[*over]) args[j] = &n.outputs[0].value;
         }
       } else {
-        for (std::size_t k = 0; k < shapes.size(); ++k) {
-          const std::size_t size = shape_size(shapes[k]);
-          if (size > 0) m_spare.take(size, n.outputs[k].value);
+        for (std::size_t k = 0; k < outputs; ++k) {
+          if (sizes[k] > 0) m_spare.take(sizes[k], n.outputs[k].value);
         }
       }
     }
     n.released = true;  // until its forward has run: if that throws, no stale value shows
-    run_node(id, n, args, shapes);
+    run_node(id, n, args, shapes, outputs);
     n.released = false;
     for (const Slot& in : n.inputs) {
-      const std::size_t x = views[in.node] ? m_view_plan.base[in.node].node : in.node;
+      const std::size_t x = views[in.node] ? p.base[in.node].node : in.node;
       if (!kept[x] && plan.last_read[x] == id) release(m_nodes[x]);
     }
   }

@@ -313,6 +313,7 @@ class Graph {
   // to those shapes; without shapes, as they are); errors prefixed "<op> (node N): ".
   std::vector<Shape> output_shapes(std::size_t id, const Node<T>& n, const Args<T>& args) const;
   void run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes);
+  void run_node(std::size_t id, Node<T>& n, const Args<T>& args, const Shape* shapes, std::size_t count);
   void run_node(std::size_t id, Node<T>& n, const Args<T>& args);
   void replay_lean();
   std::vector<char> kept_nodes() const;  // 1 for leaves, keep_only's Vars, outputs and grads
@@ -321,17 +322,25 @@ class Graph {
   bool m_lean = false;
   std::vector<std::size_t> m_keep;  // the nodes of keep_only's Vars
   detail::SpareBuffers<T> m_spare;  // released buffers, for the next lean replay
-  // The lean replays' views, planned once for a node count and a set of kept nodes (shapes
-  // never change): for each node left out, the view its readers read, and the output it views.
-  struct ViewPlan {
+  // A lean replay's plan, made once for a node count and a set of kept nodes (shapes never
+  // change): which nodes run and where each value is read last (a viewed value: where its
+  // views are), every node's output shapes, and for each node left out as a view, the view its
+  // readers read and the output it views. A replay then does no planning of its own per node.
+  // Shapes and sizes lie node after node in two flat arrays (first[id] is node id's first
+  // output there), read in order as the replay walks the nodes.
+  struct LeanReplayPlan {
     std::size_t count = 0;
     std::vector<char> kept;
+    detail::LeanPlan order;
+    std::vector<std::size_t> first;
+    std::vector<Shape> shapes;
+    std::vector<std::size_t> sizes;
     std::vector<std::optional<View>> view;
     std::vector<Slot> base;
   };
-  ViewPlan m_view_plan;
+  LeanReplayPlan m_lean_plan;
   std::size_t m_viewed = 0;
-  void plan_views(const detail::LeanPlan& plan, const std::vector<char>& kept);
+  void plan_lean(const std::vector<char>& kept);
 
   std::deque<Node<T>> m_nodes;  // a deque: references to values stay valid as the graph grows
   int m_backward_depth = 0;

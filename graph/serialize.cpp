@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <ostream>
 #include <type_traits>
 
 #include <xtensor/xbuilder.hpp>
@@ -52,17 +54,26 @@ Json shape_json(const S& shape) {
 
 Json slot_json(const Slot& s) { return Json::array({s.node, s.output}); }
 
-template <class A>
-Json data_json(const A& v) {
+// Elements [begin, end) of output k's stored data: an index leaf's int64 ids, a mask leaf's
+// booleans, or numbers (non-finite ones as strings).
+template <class T>
+Json data_json(const Node<T>& n, std::size_t k, std::size_t begin, std::size_t end) {
   Json data = Json::array();
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if constexpr (std::is_integral_v<typename A::value_type>) {
-      data.push_back(v.data()[i]);
+  for (std::size_t i = begin; i < end; ++i) {
+    if (n.index_leaf) {
+      data.push_back(n.indices.data()[i]);
+    } else if (n.mask_leaf) {
+      data.push_back(n.value(k).data()[i] != T(0));
     } else {
-      data.push_back(encode_number(static_cast<double>(v.data()[i])));
+      data.push_back(encode_number(static_cast<double>(n.value(k).data()[i])));
     }
   }
   return data;
+}
+
+template <class T>
+std::size_t data_size(const Node<T>& n, std::size_t k) {
+  return n.index_leaf ? n.indices.size() : n.value(k).size();
 }
 
 // Attribute values are numbers, booleans, or arrays of them; non-finite numbers become strings.
@@ -422,6 +433,100 @@ const char* values_name(ExportValues values) {
   return "?";
 }
 
+namespace {
+
+// The members before "nodes": format, version, dtype, and the run state where it differs from
+// the defaults (an export of a graph that never set it is what it was before these keys existed).
+template <class T>
+Json header_json(const Graph<T>& g) {
+  Json j{{key::format, format_name}, {key::version, format_version}, {key::dtype, dtype_name<T>()}};
+  if (g.step() != RunState{}.step) j[key::step] = g.step();
+  if (g.training() != RunState{}.training) j[key::training] = g.training();
+  return j;
+}
+
+// Node i's object without its outputs' "data", which, when exported, is each output's last key.
+template <class T>
+Json node_json(const Graph<T>& g, std::size_t i) {
+  const Node<T>& n = g.node(i);
+  Json j;
+  j[key::id] = i;
+  j[key::op] = n.op_name();
+  j[key::name] = n.name;
+  j[key::role] = role_name(n.role);
+  if (!n.scope.empty()) j[key::scope] = n.scope;
+  Json inputs = Json::array();
+  for (const Slot& in : n.inputs) inputs.push_back(slot_json(in));
+  j[key::inputs] = std::move(inputs);
+  j[key::attrs] = n.op ? encode_attrs(n.op->attrs()) : Json::object();
+  Json outputs = Json::array();
+  for (std::size_t k = 0; k < n.output_count(); ++k) {
+    Json out{{key::shape, shape_json(n.shape(k))}};
+    if (n.grad_of(k)) out[key::grad_of] = slot_json(*n.grad_of(k));
+    outputs.push_back(std::move(out));
+  }
+  j[key::outputs] = std::move(outputs);
+  return j;
+}
+
+template <class T>
+bool exports_data(const Node<T>& n, ExportValues values) {
+  return values == ExportValues::all || (values == ExportValues::inputs && n.is_leaf());
+}
+
+Json names_json(const std::map<std::string, Slot>& names) {
+  Json j = Json::object();
+  for (const auto& [name, slot] : names) append_member(j, name, slot_json(slot));
+  return j;
+}
+
+// `"key":` as dump() writes a member's key.
+void write_key(std::ostream& out, const char* name) { out << Json(name).dump() << ':'; }
+
+// `json`'s dump() without its last byte (an object's '}'), for members written after it.
+void write_open(std::ostream& out, const Json& json) {
+  const std::string text = json.dump();
+  out.write(text.data(), static_cast<std::streamsize>(text.size() - 1));
+}
+
+// Numbers of a stored value written per chunk of this many: the memory of one chunk's JSON.
+constexpr std::size_t data_chunk = 4096;
+
+// Node i as node_json(g, i) with its data dumps, written piece by piece: its outputs' data in
+// chunks of data_chunk numbers.
+template <class T>
+void write_node(std::ostream& out, const Graph<T>& g, std::size_t i, ExportValues values) {
+  const Node<T>& n = g.node(i);
+  Json j = node_json(g, i);
+  if (!exports_data(n, values)) {
+    out << j.dump();
+    return;
+  }
+  const Json outputs = std::move(j[key::outputs]);
+  j.erase(key::outputs);
+  write_open(out, j);
+  out << ',';
+  write_key(out, key::outputs);
+  out << '[';
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    if (k > 0) out << ',';
+    write_open(out, outputs[k]);
+    out << ',';
+    write_key(out, key::data);
+    out << '[';
+    const std::size_t size = data_size(n, k);
+    for (std::size_t begin = 0; begin < size; begin += data_chunk) {
+      const std::string chunk = data_json(n, k, begin, std::min(size, begin + data_chunk)).dump();
+      if (begin > 0) out << ',';
+      out.write(chunk.data() + 1, static_cast<std::streamsize>(chunk.size() - 2));  // without [ and ]
+    }
+    out << "]}";
+  }
+  out << "]}";
+}
+
+}  // namespace
+
 namespace detail {
 
 template <class T>
@@ -429,45 +534,44 @@ Json graph_to_json(const Graph<T>& g, ExportValues values, std::optional<Json> d
   g.require_values("export");
   Json nodes = Json::array();
   for (std::size_t i = 0; i < g.size(); ++i) {
+    Json j = node_json(g, i);
     const Node<T>& n = g.node(i);
-    Json j;
-    j[key::id] = i;
-    j[key::op] = n.op_name();
-    j[key::name] = n.name;
-    j[key::role] = role_name(n.role);
-    if (!n.scope.empty()) j[key::scope] = n.scope;
-    Json inputs = Json::array();
-    for (const Slot& in : n.inputs) inputs.push_back(slot_json(in));
-    j[key::inputs] = std::move(inputs);
-    j[key::attrs] = n.op ? encode_attrs(n.op->attrs()) : Json::object();
-    const bool with_data = values == ExportValues::all || (values == ExportValues::inputs && n.is_leaf());
-    Json outputs = Json::array();
-    for (std::size_t k = 0; k < n.output_count(); ++k) {
-      Json out{{key::shape, shape_json(n.shape(k))}};
-      if (n.grad_of(k)) out[key::grad_of] = slot_json(*n.grad_of(k));
-      if (with_data) {
-        out[key::data] = n.index_leaf  ? data_json(n.indices)
-                         : n.mask_leaf ? data_json(xt::xarray<bool>(xt::not_equal(n.value(k), T(0))))
-                                       : data_json(n.value(k));
-      }
-      outputs.push_back(std::move(out));
+    if (exports_data(n, values)) {
+      for (std::size_t k = 0; k < n.output_count(); ++k) j[key::outputs][k][key::data] = data_json(n, k, 0, data_size(n, k));
     }
-    j[key::outputs] = std::move(outputs);
     nodes.push_back(std::move(j));
   }
-  Json outputs = Json::object(), grads = Json::object();
-  for (const auto& [name, slot] : g.outputs()) append_member(outputs, name, slot_json(slot));
-  for (const auto& [name, slot] : g.grads()) append_member(grads, name, slot_json(slot));
-  Json j{{key::format, format_name}, {key::version, format_version}, {key::dtype, dtype_name<T>()}};
-  // The run state only where it differs from the defaults: an export of a graph that never set
-  // it is what it was before these keys existed.
-  if (g.step() != RunState{}.step) j[key::step] = g.step();
-  if (g.training() != RunState{}.training) j[key::training] = g.training();
+  Json j = header_json(g);
   j[key::nodes] = std::move(nodes);
-  j[key::outputs] = std::move(outputs);
-  j[key::grads] = std::move(grads);
+  j[key::outputs] = names_json(g.outputs());
+  j[key::grads] = names_json(g.grads());
   if (diagnostics) j[key::diagnostics] = std::move(*diagnostics);
   return j;
+}
+
+template <class T>
+void write_graph_json(std::ostream& out, const Graph<T>& g, ExportValues values,
+                      const std::function<void(std::ostream&)>& diagnostics) {
+  g.require_values("export");
+  write_open(out, header_json(g));
+  out << ',';
+  write_key(out, key::nodes);
+  out << '[';
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (i > 0) out << ',';
+    write_node(out, g, i, values);
+  }
+  out << "],";
+  write_key(out, key::outputs);
+  out << names_json(g.outputs()).dump() << ',';
+  write_key(out, key::grads);
+  out << names_json(g.grads()).dump();
+  if (diagnostics) {
+    out << ',';
+    write_key(out, key::diagnostics);
+    diagnostics(out);
+  }
+  out << '}';
 }
 
 template <class T>
@@ -529,6 +633,8 @@ std::vector<std::vector<std::optional<xt::xarray<T>>>> stored_values(const Json&
 
 #define XGRAD_INSTANTIATE_SERIALIZE(T)                                                        \
   template Json detail::graph_to_json(const Graph<T>&, ExportValues, std::optional<Json>);           \
+  template void detail::write_graph_json(std::ostream&, const Graph<T>&, ExportValues,                   \
+                                         const std::function<void(std::ostream&)>&);                     \
   template void detail::graph_from_json(const Json&, const OpFactory&, Graph<T>&, std::size_t, double); \
   template std::vector<std::vector<std::optional<xt::xarray<T>>>> stored_values(const Json&);
 XGRAD_INSTANTIATE_SERIALIZE(float)

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ namespace detail {
 // lib/diagnostics.hpp), which an import checks for form only (a JSON array) and ignores.
 template <class T>
 Json graph_to_json(const Graph<T>& graph, ExportValues values, std::optional<Json> diagnostics = std::nullopt);
+
+// graph_to_json(graph, values, diagnostics).dump(), written to `out` a node at a time: the same
+// bytes, with one node's JSON in memory at once (a stored value's numbers in chunks of 4096).
+// `diagnostics`, when given, writes the text of the "diagnostics" array itself, streamed too.
+template <class T>
+void write_graph_json(std::ostream& out, const Graph<T>& graph, ExportValues values,
+                      const std::function<void(std::ostream&)>& diagnostics = nullptr);
 
 // Rebuilds a graph from the format (version 2 or 1) into `graph`, which must be empty. Leaves
 // take their stored values (zeros of their shape when none are stored); every other node is

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/kernels/common.hpp>
@@ -195,15 +194,16 @@ const SoftmaxGroup* worst_group(const SoftmaxDiagnostics& d) {
 }
 
 template <class T>
-std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double threshold, bool per_row,
-                                                    std::optional<std::size_t> group_axis) {
+void for_each_softmax_diagnostics(const Graph<T>& g, double threshold, bool per_row, std::optional<std::size_t> group_axis,
+                                  const std::function<void(const SoftmaxDiagnostics&)>& f) {
   if (!(threshold > 0 && threshold <= 1)) {
     throw error("softmax_diagnostics: the threshold must be in (0, 1], got " + number_str(threshold));
   }
   g.require_values("softmax_diagnostics");
-  // Each softmax node's last softmax_vjp, in one pass over the nodes; and the rows in all.
+  // Each softmax node's last softmax_vjp (none: 0, never a VJP's id), in one pass over the
+  // nodes; and the rows in all.
   std::vector<std::size_t> softmaxes;
-  std::map<std::size_t, std::size_t> vjp_of;
+  std::vector<std::size_t> vjp_of(g.size(), 0);
   for (std::size_t id = 0; id < g.size(); ++id) {
     const Node<T>& node = g.node(id);
     if (node.is_leaf()) continue;
@@ -233,7 +233,6 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
                 " rows in all, more than the " + std::to_string(max_diagnostic_rows) +
                 " whose per-row statistics are kept; ask for the summaries alone (per_row false)");
   }
-  std::vector<SoftmaxDiagnostics> out;
   for (std::size_t id : softmaxes) {
     const Node<T>& node = g.node(id);
     SoftmaxDiagnostics d;
@@ -245,11 +244,10 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
     d.in_backward = node.in_backward();
     d.row_shape = without_axis(shape, d.axis);
     if (groups_along(node)) d.group_axis = group_axis;
-    const auto vjp = vjp_of.find(id);
     const T *grad_in = nullptr, *grad_out = nullptr;
-    if (vjp != vjp_of.end()) {
-      d.vjp_node = vjp->second;
-      const Node<T>& vjp_node = g.node(vjp->second);
+    if (vjp_of[id] != 0) {
+      d.vjp_node = vjp_of[id];
+      const Node<T>& vjp_node = g.node(vjp_of[id]);
       grad_in = vjp_node.value().data();
       grad_out = g.node(vjp_node.inputs[1].node).value(vjp_node.inputs[1].output).data();
     }
@@ -260,8 +258,15 @@ std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double th
       if (d.vjp_node && !r.masked) r.gradient_gain = row_gain(grad_in, grad_out, offset, rows.n, stride);
       return r;
     });
-    out.push_back(std::move(d));
+    f(d);
   }
+}
+
+template <class T>
+std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& g, double threshold, bool per_row,
+                                                    std::optional<std::size_t> group_axis) {
+  std::vector<SoftmaxDiagnostics> out;
+  for_each_softmax_diagnostics(g, threshold, per_row, group_axis, [&](const SoftmaxDiagnostics& d) { out.push_back(d); });
   return out;
 }
 
@@ -345,47 +350,50 @@ void stats_json(Json& j, const SoftmaxStats& s) {
   }
 }
 
+// One element of diagnostics_to_json's array.
+Json node_diagnostics_json(const SoftmaxDiagnostics& d, bool rows) {
+  Json j{{"node", d.node}, {"axis", d.axis}, {"n", d.n}, {"threshold", d.threshold}};
+  if (d.in_backward) j["in_backward"] = true;
+  j["row_shape"] = d.row_shape;
+  stats_json(j, d);
+  if (d.vjp_node) j["vjp_node"] = *d.vjp_node;
+  if (d.group_axis) {
+    j["group_axis"] = *d.group_axis;
+    Json groups = Json::array();
+    for (const SoftmaxGroup& group : d.groups) {
+      Json gj{{"index", group.index}};
+      stats_json(gj, group);
+      groups.push_back(std::move(gj));
+    }
+    j["groups"] = std::move(groups);
+  }
+  if (rows) {
+    Json per_row = Json::object();
+    const auto column = [&](const char* name, auto get) {
+      Json c = Json::array();
+      for (const auto& r : d.rows) c.push_back(get(r));
+      per_row[name] = std::move(c);
+    };
+    column("max_weight", [](const SoftmaxRow& r) { return encode_number(r.max_weight); });
+    column("entropy", [](const SoftmaxRow& r) { return encode_number(r.entropy); });
+    column("normalized_entropy", [](const SoftmaxRow& r) { return encode_number(r.normalized_entropy); });
+    column("effective_support", [](const SoftmaxRow& r) { return encode_number(r.effective_support); });
+    column("jacobian_norm", [](const SoftmaxRow& r) { return encode_number(r.jacobian_norm); });
+    column("saturated", [](const SoftmaxRow& r) { return Json(r.saturated); });
+    column("masked", [](const SoftmaxRow& r) { return Json(r.masked); });
+    if (d.vjp_node) {
+      column("gradient_gain", [](const SoftmaxRow& r) { return r.gradient_gain ? encode_number(*r.gradient_gain) : Json(); });
+    }
+    j["per_row"] = std::move(per_row);
+  }
+  return j;
+}
+
 }  // namespace
 
 Json diagnostics_to_json(const std::vector<SoftmaxDiagnostics>& diagnostics, bool rows) {
   Json out = Json::array();
-  for (const auto& d : diagnostics) {
-    Json j{{"node", d.node}, {"axis", d.axis}, {"n", d.n}, {"threshold", d.threshold}};
-    if (d.in_backward) j["in_backward"] = true;
-    j["row_shape"] = d.row_shape;
-    stats_json(j, d);
-    if (d.vjp_node) j["vjp_node"] = *d.vjp_node;
-    if (d.group_axis) {
-      j["group_axis"] = *d.group_axis;
-      Json groups = Json::array();
-      for (const SoftmaxGroup& group : d.groups) {
-        Json gj{{"index", group.index}};
-        stats_json(gj, group);
-        groups.push_back(std::move(gj));
-      }
-      j["groups"] = std::move(groups);
-    }
-    if (rows) {
-      Json per_row = Json::object();
-      const auto column = [&](const char* name, auto get) {
-        Json c = Json::array();
-        for (const auto& r : d.rows) c.push_back(get(r));
-        per_row[name] = std::move(c);
-      };
-      column("max_weight", [](const SoftmaxRow& r) { return encode_number(r.max_weight); });
-      column("entropy", [](const SoftmaxRow& r) { return encode_number(r.entropy); });
-      column("normalized_entropy", [](const SoftmaxRow& r) { return encode_number(r.normalized_entropy); });
-      column("effective_support", [](const SoftmaxRow& r) { return encode_number(r.effective_support); });
-      column("jacobian_norm", [](const SoftmaxRow& r) { return encode_number(r.jacobian_norm); });
-      column("saturated", [](const SoftmaxRow& r) { return Json(r.saturated); });
-      column("masked", [](const SoftmaxRow& r) { return Json(r.masked); });
-      if (d.vjp_node) {
-        column("gradient_gain", [](const SoftmaxRow& r) { return r.gradient_gain ? encode_number(*r.gradient_gain) : Json(); });
-      }
-      j["per_row"] = std::move(per_row);
-    }
-    out.push_back(std::move(j));
-  }
+  for (const auto& d : diagnostics) out.push_back(node_diagnostics_json(d, rows));
   return out;
 }
 
@@ -395,5 +403,9 @@ template SoftmaxDiagnostics attention_weights_diagnostics(const Var<float>&, con
 template SoftmaxDiagnostics attention_weights_diagnostics(const Var<double>&, const Var<double>&, double, bool);
 template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<float>&, double, bool, std::optional<std::size_t>);
 template std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<double>&, double, bool, std::optional<std::size_t>);
+template void for_each_softmax_diagnostics(const Graph<float>&, double, bool, std::optional<std::size_t>,
+                                           const std::function<void(const SoftmaxDiagnostics&)>&);
+template void for_each_softmax_diagnostics(const Graph<double>&, double, bool, std::optional<std::size_t>,
+                                           const std::function<void(const SoftmaxDiagnostics&)>&);
 
 }  // namespace xgrad

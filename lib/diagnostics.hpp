@@ -2,6 +2,7 @@
 // gradient survives the softmax on the way back.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,6 +105,14 @@ template <class T>
 std::vector<SoftmaxDiagnostics> softmax_diagnostics(const Graph<T>& graph, double threshold = 0.99,
                                                     bool per_row = true,
                                                     std::optional<std::size_t> group_axis = std::nullopt);
+
+// The same diagnostics given to `f` one softmax node at a time, in node order, each made when it
+// is given and dropped after: what a graph's streamed export (write_json) holds of them is one
+// node's. The same checks, all made before `f` is first called.
+template <class T>
+void for_each_softmax_diagnostics(const Graph<T>& graph, double threshold, bool per_row,
+                                  std::optional<std::size_t> group_axis,
+                                  const std::function<void(const SoftmaxDiagnostics&)>& f);
 
 // The same statistics of any node of attention weights w >= 0 along the last axis, rows
 // normalised first: p = w / sum(w) per row (a row of sum 0, every key masked, is a masked

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <sstream>
+#include <streambuf>
 #include <stdexcept>
 #include <utility>
 
@@ -170,6 +172,54 @@ struct TemporaryFile {
   }
 };
 
+// The stream a FileWriter writes a temporary through: a buffer of 64 KiB over its descriptor,
+// every write(2) checked. After a failure it takes nothing more, keeps the first errno and says
+// the stream is bad.
+class FileBuffer : public std::streambuf {
+ public:
+  explicit FileBuffer(int fd) : m_fd(fd) { setp(m_buffer, m_buffer + sizeof m_buffer); }
+  int error() const { return m_error; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!drain()) return traits_type::eof();
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    *pptr() = traits_type::to_char_type(c);
+    pbump(1);
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (n <= epptr() - pptr()) {
+      std::memcpy(pptr(), s, static_cast<std::size_t>(n));
+      pbump(static_cast<int>(n));
+      return n;
+    }
+    return drain() && put(s, static_cast<std::size_t>(n)) ? n : 0;
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  bool drain() {
+    const bool ok = put(pbase(), static_cast<std::size_t>(pptr() - pbase()));
+    setp(m_buffer, m_buffer + sizeof m_buffer);
+    return ok;
+  }
+  bool put(const char* bytes, std::size_t size) {
+    for (std::size_t done = 0; m_error == 0 && done < size;) {
+      const ssize_t n = ::write(m_fd, bytes + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) m_error = errno;
+      else if (n == 0) m_error = EIO;
+      else done += static_cast<std::size_t>(n);
+    }
+    return m_error == 0;
+  }
+
+  int m_fd;
+  int m_error = 0;
+  char m_buffer[1 << 16];
+};
+
 // Holds SIGINT, SIGTERM and SIGHUP back while it lives (the thread's mask): a temporary file is
 // removed or renamed before such a signal takes effect.
 class HeldSignals {
@@ -318,7 +368,20 @@ void write_file_atomically(const std::string& path, const std::string& bytes, co
   write_files_atomically({{path, bytes}}, inputs);
 }
 
+void write_file_atomically(const std::string& path, const FileWriter& write, const std::vector<std::string>& inputs) {
+  write_files_atomically({{path, write}}, inputs);
+}
+
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files,
+                            const std::vector<std::string>& inputs) {
+  std::vector<std::pair<std::string, FileWriter>> writers;
+  for (const auto& [path, bytes] : files) {
+    writers.emplace_back(path, [&bytes = bytes](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
+  }
+  write_files_atomically(writers, inputs);
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>>& files,
                             const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   if (files.size() > max_atomic_files) {
@@ -327,7 +390,7 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
   }
   // Every check before anything is written.
   std::vector<fs::path> targets;
-  for (const auto& [path, bytes] : files) {
+  for (const auto& [path, write] : files) {
     if (path.find('\0') != std::string::npos) throw error("an output path holds a NUL byte");
     targets.emplace_back(write_target(path));
     check_not_an_input(path, targets.back().string(), inputs);
@@ -337,7 +400,6 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
   temps.reserve(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
     const std::string& path = files[i].first;
-    const std::string& bytes = files[i].second;
     temps.emplace_back((targets[i].parent_path() / ("." + targets[i].filename().string() + ".XXXXXX")).string());
     TemporaryFile& temp = temps.back();
     if (temp.fd < 0) throw error(path + ": cannot create a temporary file in its directory: " + std::strerror(temp.error));
@@ -347,12 +409,12 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
     const mode_t mode = ::stat(targets[i].c_str(), &old) == 0 ? (old.st_mode & 07777) : (0666 & ~current_umask());
     int e = 0;
     if (fchmod(temp.fd, mode) != 0) e = errno;
-    for (std::size_t done = 0; e == 0 && done < bytes.size();) {
-      const ssize_t n = ::write(temp.fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) e = errno;
-      else if (n == 0) e = EIO;
-      else done += static_cast<std::size_t>(n);
+    if (e == 0) {
+      FileBuffer buffer(temp.fd);
+      std::ostream out(&buffer);
+      files[i].second(out);
+      out.flush();
+      e = buffer.error();
     }
     if (e == 0 && fsync(temp.fd) != 0) e = errno;
     if (temp.close() != 0 && e == 0) e = errno;

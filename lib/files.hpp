@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <iosfwd>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,11 +92,20 @@ void check_output_path(const std::string& path, const std::vector<std::string>& 
 void write_file_atomically(const std::string& path, const std::string& bytes,
                            const std::vector<std::string>& inputs = {});
 
+// A file's bytes made as they are written: the function writes them to the stream it is given
+// (write_json streams a graph so, a node at a time), and the whole file is never in memory. An
+// exception from it ends the write as a failed write does: the temporary is removed.
+using FileWriter = std::function<void(std::ostream&)>;
+void write_file_atomically(const std::string& path, const FileWriter& write,
+                           const std::vector<std::string>& inputs = {});
+
 // Several (path, bytes) files, each as write_file_atomically writes one; every check is made
 // before anything is written, and every temporary is complete before the first rename, so a
 // failure while writing (a full device) replaces none of them. At most max_atomic_files.
 inline constexpr std::size_t max_atomic_files = 8;
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files,
+                            const std::vector<std::string>& inputs = {});
+void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>>& files,
                             const std::vector<std::string>& inputs = {});
 
 // Removes the temporary files the writers above have open right now. Async-signal-safe and

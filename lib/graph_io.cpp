@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <xgrad/lib/diagnostics.hpp>
+#include <xgrad/lib/files.hpp>
 #include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
@@ -58,15 +59,47 @@ std::string saturation_colour(double fraction) {
   return buf;
 }
 
+// An export's "diagnostics" come with values: the softmax diagnostics, with the per-row
+// statistics when there are at most max_diagnostic_rows rows.
+template <class T>
+bool diagnostics_per_row(const Graph<T>& graph) {
+  return softmax_row_count(graph) <= max_diagnostic_rows;
+}
+
 }  // namespace
 
 template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values) {
   graph.require_values("export");
   if (values == ExportValues::none) return detail::graph_to_json(graph, values);
-  // The per-row statistics come along when there are at most max_diagnostic_rows rows.
-  const bool per_row = softmax_row_count(graph) <= max_diagnostic_rows;
+  const bool per_row = diagnostics_per_row(graph);
   return detail::graph_to_json(graph, values, diagnostics_to_json(softmax_diagnostics(graph, 0.99, per_row), per_row));
+}
+
+template <class T>
+void write_json(std::ostream& out, const Graph<T>& graph, ExportValues values) {
+  graph.require_values("export");
+  if (values == ExportValues::none) return detail::write_graph_json(out, graph, values);
+  const bool per_row = diagnostics_per_row(graph);
+  detail::write_graph_json(out, graph, values, [&](std::ostream& o) {
+    o << '[';
+    bool first = true;
+    for_each_softmax_diagnostics(graph, 0.99, per_row, std::nullopt, [&](const SoftmaxDiagnostics& d) {
+      if (!first) o << ',';
+      first = false;
+      const std::string text = diagnostics_to_json(std::vector<SoftmaxDiagnostics>{d}, per_row).dump();
+      o.write(text.data() + 1, static_cast<std::streamsize>(text.size() - 2));  // the element, without [ and ]
+    });
+    o << ']';
+  });
+}
+
+template <class T>
+void save_json(const std::string& path, const Graph<T>& graph, ExportValues values, const std::vector<std::string>& inputs) {
+  write_file_atomically(path, [&](std::ostream& out) {
+    write_json(out, graph, values);
+    out << '\n';
+  }, inputs);
 }
 
 Json parse_graph_json(std::string_view text) { return parse_json(text, JsonLimits::max_depth, what); }
@@ -355,6 +388,8 @@ std::string to_dot(const Graph<T>& g, const DotOptions& o) {
 
 #define XGRAD_INSTANTIATE_GRAPH_IO(T)                                          \
   template Json to_json(const Graph<T>&, ExportValues);                       \
+  template void write_json(std::ostream&, const Graph<T>&, ExportValues);     \
+  template void save_json(const std::string&, const Graph<T>&, ExportValues, const std::vector<std::string>&); \
   template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&, std::size_t, double); \
   template std::unique_ptr<Graph<T>> graph_from_parsed_json<T>(const Json&, const ImportOptions&); \
   template std::unique_ptr<Graph<T>> graph_from_json<T>(std::string_view, std::size_t, double);    \

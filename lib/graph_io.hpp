@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <xgrad/graph/graph.hpp>
 #include <xgrad/graph/serialize.hpp>
@@ -18,6 +19,20 @@ namespace xgrad {
 // their per-row arrays when the softmax nodes have at most max_diagnostic_rows rows in all.
 template <class T>
 Json to_json(const Graph<T>& graph, ExportValues values = ExportValues::inputs);
+
+// to_json(graph, values).dump(), written to `out` as it is made, a node at a time: the same
+// bytes, without the document in memory (a DOM takes many times its text: docs/export.md). It
+// holds one node's JSON at once, a stored value's numbers 4096 at a time, and of the softmax
+// diagnostics one node's (for_each_softmax_diagnostics).
+template <class T>
+void write_json(std::ostream& out, const Graph<T>& graph, ExportValues values = ExportValues::inputs);
+
+// write_json's text and a newline, written to `path` as write_file_atomically writes a file
+// (whole or not at all; never over one of `inputs`), streamed: a graph of millions of nodes
+// exports in little more memory than the graph holds.
+template <class T>
+void save_json(const std::string& path, const Graph<T>& graph, ExportValues values = ExportValues::inputs,
+               const std::vector<std::string>& inputs = {});
 
 // How an import makes ops and what it may cost. `ops` is asked, after the op registry
 // (ops/registry.hpp), for an op the registry does not know: an op a program built with

@@ -303,21 +303,11 @@ void Sgd<T>::step(const std::vector<Var<T>>& grads) {
 }
 
 template <class T>
-Adam<T>::Adam(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps, double weight_decay)
-    : OptimizerGroups<T>(std::move(params), lr, weight_decay, "Adam") {
-  init(beta1, beta2, eps);
-}
-
-template <class T>
-Adam<T>::Adam(std::vector<ParamGroup<T>> groups, double lr, double beta1, double beta2, double eps,
-              double weight_decay)
-    : OptimizerGroups<T>(std::move(groups), lr, weight_decay, "Adam") {
-  init(beta1, beta2, eps);
-}
-
-template <class T>
-void Adam<T>::init(double beta1, double beta2, double eps) {
-  check_adam_hyperparameters("Adam", beta1, beta2, eps);
+template <class Params>
+AdamBase<T>::AdamBase(Params params, double lr, double beta1, double beta2, double eps, double weight_decay,
+                      const char* name, bool decoupled)
+    : OptimizerGroups<T>(std::move(params), lr, weight_decay, name), m_name(name), m_decoupled(decoupled) {
+  check_adam_hyperparameters(name, beta1, beta2, eps);
   m_beta1 = beta1;
   m_beta2 = beta2;
   m_eps = eps;
@@ -325,48 +315,14 @@ void Adam<T>::init(double beta1, double beta2, double eps) {
 }
 
 template <class T>
-void Adam<T>::step(const std::vector<Var<T>>& grads) {
-  check_grads(this->m_params, grads, "Adam::step");
-  adam_step(this->m_groups, m_state, m_beta1, m_beta2, m_eps, false, grads);
+void AdamBase<T>::step(const std::vector<Var<T>>& grads) {
+  check_grads(this->m_params, grads, (m_name + "::step").c_str());
+  adam_step(this->m_groups, m_state, m_beta1, m_beta2, m_eps, m_decoupled, grads);
 }
 
 template <class T>
-void Adam<T>::set_state(AdamState<T> state) {
-  check_adam_state(this->m_params, state, "Adam::set_state");
-  m_state = std::move(state);
-}
-
-template <class T>
-AdamW<T>::AdamW(std::vector<Var<T>> params, double lr, double beta1, double beta2, double eps, double weight_decay)
-    : OptimizerGroups<T>(std::move(params), lr, weight_decay, "AdamW") {
-  init(beta1, beta2, eps);
-}
-
-template <class T>
-AdamW<T>::AdamW(std::vector<ParamGroup<T>> groups, double lr, double beta1, double beta2, double eps,
-                double weight_decay)
-    : OptimizerGroups<T>(std::move(groups), lr, weight_decay, "AdamW") {
-  init(beta1, beta2, eps);
-}
-
-template <class T>
-void AdamW<T>::init(double beta1, double beta2, double eps) {
-  check_adam_hyperparameters("AdamW", beta1, beta2, eps);
-  m_beta1 = beta1;
-  m_beta2 = beta2;
-  m_eps = eps;
-  m_state = initial_adam_state(this->m_params);
-}
-
-template <class T>
-void AdamW<T>::step(const std::vector<Var<T>>& grads) {
-  check_grads(this->m_params, grads, "AdamW::step");
-  adam_step(this->m_groups, m_state, m_beta1, m_beta2, m_eps, true, grads);
-}
-
-template <class T>
-void AdamW<T>::set_state(AdamState<T> state) {
-  check_adam_state(this->m_params, state, "AdamW::set_state");
+void AdamBase<T>::set_state(AdamState<T> state) {
+  check_adam_state(this->m_params, state, (m_name + "::set_state").c_str());
   m_state = std::move(state);
 }
 
@@ -432,10 +388,12 @@ template class OptimizerGroups<float>;
 template class OptimizerGroups<double>;
 template class Sgd<float>;
 template class Sgd<double>;
-template class Adam<float>;
-template class Adam<double>;
-template class AdamW<float>;
-template class AdamW<double>;
+template class AdamBase<float>;
+template class AdamBase<double>;
+template AdamBase<float>::AdamBase(std::vector<Var<float>>, double, double, double, double, double, const char*, bool);
+template AdamBase<double>::AdamBase(std::vector<Var<double>>, double, double, double, double, double, const char*, bool);
+template AdamBase<float>::AdamBase(std::vector<ParamGroup<float>>, double, double, double, double, double, const char*, bool);
+template AdamBase<double>::AdamBase(std::vector<ParamGroup<double>>, double, double, double, double, double, const char*, bool);
 template double clip_grad_norm(const std::vector<Var<float>>&, double);
 template double clip_grad_norm(const std::vector<Var<double>>&, double);
 template xt::xarray<float> glorot_uniform(const Shape&, std::uint64_t);

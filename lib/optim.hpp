@@ -126,20 +126,11 @@ struct AdamState {
   std::vector<xt::xarray<T>> m, v;
 };
 
-// Adam (Kingma and Ba, 2015), as torch.optim.Adam (amsgrad and maximize false): with t the step
-// count (from 1), m and v starting at 0, for each parameter p with gradient g and the lr and
-// weight_decay of its group,
-//   g = g + weight_decay * p   (an L2 penalty, as torch.optim.Adam's; weight_decay 0 by default)
-//   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
-//   p -= (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+// What Adam and AdamW share: the moments, the step and the state. Not made directly: Adam and
+// AdamW below.
 template <class T>
-class Adam : public OptimizerGroups<T> {
+class AdamBase : public OptimizerGroups<T> {
  public:
-  // Also throws xgrad::error unless eps is finite and > 0, and 0 <= beta1, beta2 < 1.
-  Adam(std::vector<Var<T>> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
-       double weight_decay = 0.0);
-  Adam(std::vector<ParamGroup<T>> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
-       double eps = 1e-8, double weight_decay = 0.0);
   void step(const std::vector<Var<T>>& grads);
   const AdamState<T>& state() const { return m_state; }
   // Replaces the state. Throws xgrad::error, changing nothing, unless step >= 0 and m and v
@@ -147,33 +138,51 @@ class Adam : public OptimizerGroups<T> {
   // parameter (2, 3)").
   void set_state(AdamState<T> state);
 
+ protected:
+  // Params: a list of Vars or of ParamGroups. `decoupled`: AdamW's weight decay, else Adam's L2.
+  template <class Params>
+  AdamBase(Params params, double lr, double beta1, double beta2, double eps, double weight_decay, const char* name,
+           bool decoupled);
+
  private:
-  void init(double beta1, double beta2, double eps);
+  std::string m_name;
+  bool m_decoupled;
   double m_beta1, m_beta2, m_eps;
   AdamState<T> m_state;
+};
+
+// Adam (Kingma and Ba, 2015), as torch.optim.Adam (amsgrad and maximize false): with t the step
+// count (from 1), m and v starting at 0, for each parameter p with gradient g and the lr and
+// weight_decay of its group,
+//   g = g + weight_decay * p   (an L2 penalty, as torch.optim.Adam's; weight_decay 0 by default)
+//   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
+//   p -= (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+// Also throws xgrad::error unless eps is finite and > 0, and 0 <= beta1, beta2 < 1.
+template <class T>
+class Adam : public AdamBase<T> {
+ public:
+  Adam(std::vector<Var<T>> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+       double weight_decay = 0.0)
+      : AdamBase<T>(std::move(params), lr, beta1, beta2, eps, weight_decay, "Adam", false) {}
+  Adam(std::vector<ParamGroup<T>> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-8, double weight_decay = 0.0)
+      : AdamBase<T>(std::move(groups), lr, beta1, beta2, eps, weight_decay, "Adam", false) {}
 };
 
 // AdamW (Loshchilov and Hutter, 2019), as torch.optim.AdamW (amsgrad and maximize false):
 // Adam with decoupled weight decay, applied first, at the lr of the step and of the group:
 //   p *= 1 - lr * weight_decay;  then Adam's step above (with no L2 term).
-// lr defaults to 1e-3 and weight_decay to 0.01, as in PyTorch.
+// lr defaults to 1e-3 and weight_decay to 0.01, as in PyTorch. Throws xgrad::error as Adam does
+// (weight_decay 0 is Adam); its messages name AdamW ("AdamW::set_state: m[1] is (3,), ...").
 template <class T>
-class AdamW : public OptimizerGroups<T> {
+class AdamW : public AdamBase<T> {
  public:
-  // Throws xgrad::error as Adam does (weight_decay 0 is Adam).
   AdamW(std::vector<Var<T>> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
-        double weight_decay = 0.01);
+        double weight_decay = 0.01)
+      : AdamBase<T>(std::move(params), lr, beta1, beta2, eps, weight_decay, "AdamW", true) {}
   AdamW(std::vector<ParamGroup<T>> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
-        double eps = 1e-8, double weight_decay = 0.01);
-  void step(const std::vector<Var<T>>& grads);
-  const AdamState<T>& state() const { return m_state; }
-  // Replaces the state, as Adam::set_state ("AdamW::set_state: m[1] is (3,), the parameter (2, 3)").
-  void set_state(AdamState<T> state);
-
- private:
-  void init(double beta1, double beta2, double eps);
-  double m_beta1, m_beta2, m_eps;
-  AdamState<T> m_state;
+        double eps = 1e-8, double weight_decay = 0.01)
+      : AdamBase<T>(std::move(groups), lr, beta1, beta2, eps, weight_decay, "AdamW", true) {}
 };
 
 // Gradient clipping by the global norm, as torch.nn.utils.clip_grad_norm_ (norm_type 2,

@@ -22,7 +22,7 @@
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
-#include <xgrad/ops/kernels/vector_erf.hpp>
+#include <xgrad/ops/kernels/vector_math.hpp>
 #include <xgrad/ops/scale.hpp>
 
 namespace xgrad {

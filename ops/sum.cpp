@@ -1,12 +1,17 @@
-// forward: y = sum of x over axes                   x.shape -> x.shape without axes (or as 1)
-// VJP:     grad_x = broadcast_to(reshape(grad_out, kept), x.shape), kept = x.shape, axes as 1
+// sum  forward: y = sum of x over axes                  x.shape -> x.shape without axes (or as 1)
+//      VJP:     grad_x = broadcast_to(reshape(grad_out, kept), x.shape), kept = x.shape, axes as 1
+// mean forward: y = (sum of x over axes) / n             n = the number of elements each y averages
+//      VJP:     grad_x = broadcast_to(reshape(grad_out, kept), x.shape) / n
 // saves:   the axes and keepdims.
+// One class for both (ReduceOp): they differ in the factor 1 / n and their ONNX op.
 #include <xgrad/ops/sum.hpp>
 
 #include <xgrad/graph/shape.hpp>
+#include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/reshape.hpp>
+#include <xgrad/ops/scale.hpp>
 
 namespace xgrad {
 
@@ -16,17 +21,20 @@ namespace {
 constexpr const char* key_axes = "axes";
 constexpr const char* key_keepdims = "keepdims";
 
-class SumOp final : public OpFor<SumOp> {
+class ReduceOp final : public OpFor<ReduceOp> {
  public:
-  SumOp(std::vector<long> axes, bool keepdims) : m_axes(std::move(axes)), m_keepdims(keepdims) {}
+  ReduceOp(std::vector<long> axes, bool keepdims, bool mean) : m_axes(std::move(axes)), m_keepdims(keepdims), m_mean(mean) {}
 
-  std::string name() const override { return "sum"; }
-  // ONNX: ReduceSum over the axes (Identity for none: ReduceSum without axes sums them all).
+  std::string name() const override { return m_mean ? "mean" : "sum"; }
+  // ONNX: ReduceSum over the axes, an input at opset 17; ReduceMean, whose axes are still an
+  // attribute there. Identity for no axes (ReduceSum without axes sums them all).
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
     if (m_axes.empty()) return {e.op("Identity", {n.inputs[0]})};
     std::vector<std::int64_t> axes;
     for (long a : m_axes) axes.push_back(onnx_axis(a, n.input_shapes[0].size()));
-    return {e.op("ReduceSum", {n.inputs[0], e.int64s(axes)}, {{"keepdims", std::int64_t{m_keepdims}}})};
+    const OnnxAttr keepdims{"keepdims", std::int64_t{m_keepdims}};
+    if (m_mean) return {e.op("ReduceMean", {n.inputs[0]}, {{"axes", axes}, keepdims})};
+    return {e.op("ReduceSum", {n.inputs[0], e.int64s(axes)}, {keepdims})};
   }
   std::size_t arity() const override { return 1; }
   Json attrs() const override { return detail::reduction_attrs(m_axes, m_keepdims); }
@@ -40,32 +48,55 @@ class SumOp final : public OpFor<SumOp> {
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const Shape shape = shape_of(*x[0]);
-    detail::sum_axes(*x[0], detail::reduction(m_axes, m_keepdims, shape).axes, T(1), y);
+    const detail::Reduction r = detail::reduction(m_axes, m_keepdims, shape_of(*x[0]));
+    detail::sum_axes(*x[0], r.axes, m_mean ? T(1) / static_cast<T>(r.count) : T(1), y);
   }
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
     const auto& s = v.x[0].value().shape();
     const Shape shape(s.begin(), s.end());
-    return {spread_back(v.grad_out, detail::reduction(m_axes, m_keepdims, shape).kept, shape)};
+    const detail::Reduction r = detail::reduction(m_axes, m_keepdims, shape);
+    const Var<T> g = spread_back(v.grad_out, r.kept, shape);
+    return {m_mean ? scale(g, 1.0 / static_cast<double>(r.count)) : g};
   }
 
  private:
   std::vector<long> m_axes;
   bool m_keepdims;
+  bool m_mean;
 };
+
+template <class T>
+Var<T> reduce(const Var<T>& x, const std::vector<long>& axes, bool keepdims, bool mean) {
+  return x.graph().apply(std::make_shared<ReduceOp>(axes, keepdims, mean), {x});
+}
+
+std::shared_ptr<const Op> make_reduce_op(const JsonCursor& attrs, bool mean) {
+  auto [axes, keepdims] = detail::reduction_attrs(attrs);
+  return std::make_shared<ReduceOp>(std::move(axes), keepdims, mean);
+}
 
 }  // namespace
 
 template <class T>
 Var<T> sum(const Var<T>& x, const std::vector<long>& axes, bool keepdims) {
-  return x.graph().apply(std::make_shared<SumOp>(axes, keepdims), {x});
+  return reduce(x, axes, keepdims, false);
 }
 
 template <class T>
 Var<T> sum(const Var<T>& x) {
-  return sum(x, detail::all_axes(shape_of(x)));
+  return reduce(x, detail::all_axes(shape_of(x)), false, false);
+}
+
+template <class T>
+Var<T> mean(const Var<T>& x, const std::vector<long>& axes, bool keepdims) {
+  return reduce(x, axes, keepdims, true);
+}
+
+template <class T>
+Var<T> mean(const Var<T>& x) {
+  return reduce(x, detail::all_axes(shape_of(x)), false, true);
 }
 
 template <class T>
@@ -86,15 +117,17 @@ std::pair<std::vector<long>, bool> detail::reduction_attrs(const JsonCursor& att
   return {axes, attrs[key_keepdims].boolean()};
 }
 
-std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs) {
-  auto [axes, keepdims] = detail::reduction_attrs(attrs);
-  return std::make_shared<SumOp>(std::move(axes), keepdims);
-}
+std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs) { return make_reduce_op(attrs, false); }
+std::shared_ptr<const Op> make_mean_op(const JsonCursor& attrs) { return make_reduce_op(attrs, true); }
 
 template Var<float> sum(const Var<float>&, const std::vector<long>&, bool);
 template Var<double> sum(const Var<double>&, const std::vector<long>&, bool);
 template Var<float> sum(const Var<float>&);
 template Var<double> sum(const Var<double>&);
+template Var<float> mean(const Var<float>&, const std::vector<long>&, bool);
+template Var<double> mean(const Var<double>&, const std::vector<long>&, bool);
+template Var<float> mean(const Var<float>&);
+template Var<double> mean(const Var<double>&);
 template Var<float> spread_back(const Var<float>&, const Shape&, const Shape&);
 template Var<double> spread_back(const Var<double>&, const Shape&, const Shape&);
 

@@ -1,6 +1,8 @@
 // xgrad.Graph, xgrad.Var and their files: leaves, set_value, replay, run state, JSON, DOT, ONNX.
 #include "common.hpp"
 
+#include <sstream>
+
 #include <xgrad/lib/onnx_export.hpp>
 
 namespace xgrad::python {
@@ -343,14 +345,21 @@ arrays, converted to the graph's dtype), indices (int64 ids, labels), mask (bool
            py::arg("name"), "A named scope for the nodes made inside `with g.scope(name):`.")
       .def("to_json", [](const PyGraph& g, const std::string& values) {
         const ExportValues v = export_values(values);
-        return on_graph(g, [&](const auto& box) { return locked(box, [&] { return to_json(*box->graph, v).dump(); }); });
+        return on_graph(g, [&](const auto& box) {
+          return locked(box, [&] {
+            std::ostringstream text;
+            write_json(text, *box->graph, v);
+            return std::move(text).str();
+          });
+        });
       }, py::arg("values") = "inputs", "The graph as JSON text (docs/graph-format.md): values \"none\", \"inputs\" or \"all\".")
       .def("save_json", [](const PyGraph& g, const std::string& path, const std::string& values) {
         const ExportValues v = export_values(values);
         on_graph(g, [&](const auto& box) {
-          locked(box, [&] { write_file_atomically(path, to_json(*box->graph, v).dump()); });
+          locked(box, [&] { save_json(path, *box->graph, v); });
         });
-      }, py::arg("path"), py::arg("values") = "inputs", "Writes to_json(values) to path (atomically); xgrad.load_json reads it.")
+      }, py::arg("path"), py::arg("values") = "inputs",
+         "Writes to_json(values) and a newline to path (atomically, streamed a node at a time); xgrad.load_json reads it.")
       .def("to_dot", [](const PyGraph& g, bool forward_only) {
         DotOptions options;
         options.forward_only = forward_only;

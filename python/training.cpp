@@ -18,6 +18,13 @@ GradcheckMode gradcheck_mode(const std::string& mode) {
 template <class T>
 using Optimizers = std::variant<std::unique_ptr<Sgd<T>>, std::unique_ptr<Adam<T>>, std::unique_ptr<AdamW<T>>>;
 
+// An optimizer class template as a value (Adam, AdamW), for the function that binds both.
+template <template <class> class Optimizer>
+struct OptimizerTag {
+  template <class T>
+  using type = Optimizer<T>;
+};
+
 template <class G>
 struct GroupsOf;
 template <class T>
@@ -225,20 +232,19 @@ sum(y)). Gradients are nodes: replay() recomputes them, grad() of them different
     });
   }, py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
         "torch.optim.SGD's arithmetic over parameter leaves (a list of Vars, or of group dicts).");
-  m.def("Adam", [](const py::list& params, double lr, std::pair<double, double> betas, double eps, double weight_decay) {
-    return make_optimizer(params, "Adam", [&](auto& groups) {
-      using T = typename GroupsOf<std::decay_t<decltype(groups)>>::type;
-      return std::make_unique<Adam<T>>(groups, lr, betas.first, betas.second, eps, weight_decay);
-    });
-  }, py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999), py::arg("eps") = 1e-8,
-        py::arg("weight_decay") = 0.0, "torch.optim.Adam's arithmetic (L2 weight decay added to the gradient).");
-  m.def("AdamW", [](const py::list& params, double lr, std::pair<double, double> betas, double eps, double weight_decay) {
-    return make_optimizer(params, "AdamW", [&](auto& groups) {
-      using T = typename GroupsOf<std::decay_t<decltype(groups)>>::type;
-      return std::make_unique<AdamW<T>>(groups, lr, betas.first, betas.second, eps, weight_decay);
-    });
-  }, py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999), py::arg("eps") = 1e-8,
-        py::arg("weight_decay") = 0.01, "torch.optim.AdamW's arithmetic (decoupled weight decay).");
+  // Adam and AdamW: the same arguments, torch's defaults (weight_decay 0 and 0.01).
+  const auto def_adam = [&](const char* name, auto tag, double weight_decay, const char* doc) {
+    m.def(name, [name](const py::list& params, double lr, std::pair<double, double> betas, double eps, double decay) {
+      return make_optimizer(params, name, [&](auto& groups) {
+        using T = typename GroupsOf<std::decay_t<decltype(groups)>>::type;
+        using Opt = typename decltype(tag)::template type<T>;
+        return std::make_unique<Opt>(groups, lr, betas.first, betas.second, eps, decay);
+      });
+    }, py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999), py::arg("eps") = 1e-8,
+          py::arg("weight_decay") = weight_decay, doc);
+  };
+  def_adam("Adam", OptimizerTag<Adam>{}, 0.0, "torch.optim.Adam's arithmetic (L2 weight decay added to the gradient).");
+  def_adam("AdamW", OptimizerTag<AdamW>{}, 0.01, "torch.optim.AdamW's arithmetic (decoupled weight decay).");
   m.def("decay_groups", [](const std::vector<PyVar>& params, double weight_decay) {
     py::list out;
     if (params.empty()) return out;

@@ -6,13 +6,16 @@
 #if defined(XGRAD_LIBMVEC)
 #include <immintrin.h>
 
-// libmvec's entry points (the x86-64 vector function ABI, as ops/kernels/vector_erf.cpp's).
+// libmvec's entry points (the x86-64 vector function ABI: b = SSE2, d = AVX2; N lanes, v = one
+// vector argument). Each one picks its implementation for the CPU when the library loads. The
+// AVX2 ones are declared for AVX2 callers only (their vector arguments pass in ymm registers).
 #define XGRAD_MVEC_DECLARE(F)                                          \
   __m128 _ZGVbN4v_##F##f(__m128);                                      \
   __m128d _ZGVbN2v_##F(__m128d);                                       \
   __attribute__((target("avx2"))) __m256 _ZGVdN8v_##F##f(__m256);      \
   __attribute__((target("avx2"))) __m256d _ZGVdN4v_##F(__m256d);
 extern "C" {
+XGRAD_MVEC_DECLARE(erf)
 XGRAD_MVEC_DECLARE(tanh)
 XGRAD_MVEC_DECLARE(sin)
 XGRAD_MVEC_DECLARE(cos)
@@ -27,7 +30,8 @@ namespace {
 
 const bool has_avx2 = __builtin_cpu_supports("avx2");
 
-// Whole vectors, then the last n % WIDTH elements in a vector padded with zeros.
+// Whole vectors, then the last n % WIDTH elements in a vector padded with zeros. (Plain loops:
+// a lambda would not inherit the target attribute.)
 #define XGRAD_MVEC_LOOP(T, WIDTH, LOAD, STORE, CALL)                        \
   std::size_t i = 0;                                                         \
   for (; i + (WIDTH) <= n; i += (WIDTH)) STORE(y + i, CALL(LOAD(x + i)));    \
@@ -60,6 +64,7 @@ const bool has_avx2 = __builtin_cpu_supports("avx2");
       F##_sse2(x, y, n);                                                                       \
     }                                                                                          \
   }
+XGRAD_MVEC_DEFINE(erf)
 XGRAD_MVEC_DEFINE(tanh)
 XGRAD_MVEC_DEFINE(sin)
 XGRAD_MVEC_DEFINE(cos)
@@ -68,6 +73,8 @@ XGRAD_MVEC_DEFINE(cos)
 
 }  // namespace
 
+void vector_erf(const float* x, float* y, std::size_t n) { erf_any(x, y, n); }
+void vector_erf(const double* x, double* y, std::size_t n) { erf_any(x, y, n); }
 void vector_tanh(const float* x, float* y, std::size_t n) { tanh_any(x, y, n); }
 void vector_tanh(const double* x, double* y, std::size_t n) { tanh_any(x, y, n); }
 void vector_sin(const float* x, float* y, std::size_t n) { sin_any(x, y, n); }
@@ -85,6 +92,8 @@ void scalar_loop(const T* x, T* y, std::size_t n, F f) {
 }
 }  // namespace
 
+void vector_erf(const float* x, float* y, std::size_t n) { scalar_loop(x, y, n, [](float v) { return std::erf(v); }); }
+void vector_erf(const double* x, double* y, std::size_t n) { scalar_loop(x, y, n, [](double v) { return std::erf(v); }); }
 void vector_tanh(const float* x, float* y, std::size_t n) { scalar_loop(x, y, n, [](float v) { return std::tanh(v); }); }
 void vector_tanh(const double* x, double* y, std::size_t n) { scalar_loop(x, y, n, [](double v) { return std::tanh(v); }); }
 void vector_sin(const float* x, float* y, std::size_t n) { scalar_loop(x, y, n, [](float v) { return std::sin(v); }); }

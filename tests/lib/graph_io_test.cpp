@@ -1,6 +1,7 @@
 #include "../check.hpp"
 #include "../graph_json_v1.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -200,6 +201,54 @@ BOOST_AUTO_TEST_CASE(index_leaves_export_as_integers) {
                         {"nodes[0].role: a leaf \"indices\" has role \"parameter\""});
   check_v2_import_error([&](Json& k) { k = j; k["nodes"][2]["inputs"][0] = {0, 0}; },
                         {"nodes[2].inputs[0]: node 0 is an index leaf; scale takes float64 values there"});
+}
+
+// The streamed export writes to_json's dump() byte for byte, whatever the graph holds: values
+// with the awkward numbers, diagnostics, several outputs, index and mask leaves, scopes, the run
+// state, an empty value and one of more numbers than a chunk (4096).
+template <class T>
+void check_streamed_export() {
+  Graph<T> g;
+  build_attention(g, true, true);
+  g.set_step(7);
+  g.set_training(false);
+  g.indices("ids", xt::xarray<std::int64_t>{{3, -1}, {9007199254740993, 0}});  // its ids are integers, exact past 2^53
+  const auto m = g.mask("m", xt::xarray<bool>{true, false, true, true});
+  const auto big = g.parameter("big", random_array<T>({3, 4097}, 9));
+  const auto empty = g.input("empty", xt::xarray<T>(xt::zeros<T>({2, 0})));
+  {
+    const auto scope = g.scope("block");
+    const auto parts = split(big, {1, 2}, 0);
+    g.set_output("part", add(parts[1], parts[1]));
+    g.set_output("sum", sum(scale(empty, 2.0)));
+  }
+  g.set_output("masked", where(m, g.var(0), scale(g.var(0), 0.5)));
+  for (const ExportValues values : {ExportValues::none, ExportValues::inputs, ExportValues::all}) {
+    BOOST_TEST_CONTEXT(values_name(values)) {
+      std::ostringstream streamed;
+      write_json(streamed, g, values);
+      BOOST_TEST(streamed.str() == to_json(g, values).dump());
+    }
+  }
+  const std::string path = (std::filesystem::temp_directory_path() / "xgrad_save_json_test.json").string();
+  save_json(path, g, ExportValues::all);
+  const std::string text = read_text(path);
+  std::filesystem::remove(path);
+  BOOST_TEST(text == to_json(g, ExportValues::all).dump() + "\n");
+  const auto back = graph_from_json<T>(text);
+  BOOST_TEST(to_json(*back, ExportValues::all).dump() + "\n" == text);
+}
+
+BOOST_AUTO_TEST_CASE(the_streamed_export_writes_the_same_bytes) {
+  check_streamed_export<double>();
+  check_streamed_export<float>();
+}
+
+BOOST_AUTO_TEST_CASE(save_json_refuses_what_write_file_atomically_refuses) {
+  Graph<double> g;
+  g.set_output("x", scale(g.input("x", {{1.0}}), 2.0));
+  check_error([&] { save_json("/nonexistent-dir/g.json", g); },
+              {"/nonexistent-dir/g.json: cannot create a temporary file in its directory: No such file or directory"});
 }
 
 BOOST_AUTO_TEST_CASE(a_programs_own_op_exports_and_imports_through_its_factory) {

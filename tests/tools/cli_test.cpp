@@ -498,7 +498,7 @@ BOOST_AUTO_TEST_CASE(every_memory_limit_ends_whole_or_clean, *boost::unit_test::
   write_npy(s.path("k.npy"), xt::xarray<double>(xt::ones<double>({600, 64})));
   write_npy(s.path("v.npy"), xt::xarray<double>(xt::ones<double>({600, 64})));
   const std::set<std::string> before = s.entries();
-  for (const std::string& args : {std::string("export --shape 256,256,16,16 -o e.json"),
+  for (const std::string& args : {std::string("export --shape 512,512,16,16 -o e.json"),
                                   std::string("attention --q q.npy --k k.npy --v v.npy --out res")}) {
     std::set<std::string> phases;
     bool succeeded = false;

@@ -56,10 +56,10 @@ int run_attention(const Options& o, const AttentionInputs& in) {
     std::error_code ec;
     std::filesystem::create_directories(*dir, ec);
     if (!std::filesystem::is_directory(*dir)) throw error(*dir + ": cannot create the output directory");
-    std::vector<std::pair<std::string, FileContents>> files;
+    std::vector<std::pair<std::string, FileWriter>> files;
     for (const auto& [name, var] : results) {
       files.emplace_back((std::filesystem::path(*dir) / (std::string(name) + ".npy")).string(),
-                         [var = var] { return npy_bytes(var->value()); });
+                         [var = var](std::ostream& out) { out << npy_bytes(var->value()); });
     }
     write_files_atomically(files, inputs);
     return 0;

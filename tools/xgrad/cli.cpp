@@ -139,6 +139,17 @@ std::optional<std::string> Options::get(const std::string& name) const {
   return it->second;
 }
 
+std::string Options::first_positional(const std::string& what) const {
+  if (m_positional.empty()) throw usage_error("missing " + what);
+  return m_positional[0];
+}
+
+std::string Options::required(const std::string& name, const std::string& what) const {
+  const auto value = get(name);
+  if (!value) throw usage_error("missing " + name + " " + what);
+  return *value;
+}
+
 std::string Options::choice(const std::string& name, std::initializer_list<const char*> choices,
                             const std::string& fallback) const {
   const auto value = get(name);
@@ -270,17 +281,19 @@ void exit_out_of_memory(const char* command) noexcept {
   _exit(2);
 }
 
-void write_files_atomically(const std::vector<std::pair<std::string, FileContents>>& files,
+void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>>& files,
                             const std::vector<std::string>& inputs) {
-  // The library's writer (lib/files.hpp), after every path is checked and every content made.
-  std::vector<std::pair<std::string, std::string>> contents;
-  for (const auto& [path, make] : files) check_output_path(path, inputs);
-  for (const auto& [path, make] : files) {
-    const Phase phase("writing " + path);
-    contents.emplace_back(path, make());
+  // The library's writer (lib/files.hpp), after every path is checked; each file in its phase.
+  for (const auto& [path, write] : files) check_output_path(path, inputs);
+  std::vector<std::pair<std::string, FileWriter>> writers;
+  for (const auto& [path, write] : files) {
+    writers.emplace_back(path, [&path = path, &write = write](std::ostream& out) {
+      const Phase phase("writing " + path);
+      write(out);
+    });
   }
   const Phase phase("writing " + (files.empty() ? std::string() : files.front().first));
-  xgrad::write_files_atomically(contents, inputs);
+  xgrad::write_files_atomically(writers, inputs);
 }
 
 }  // namespace xgrad::tool

@@ -52,6 +52,10 @@ class Options {
   std::string choice(const std::string& name, std::initializer_list<const char*> choices,
                      const std::string& fallback) const;
   const std::vector<std::string>& positional() const { return m_positional; }
+  // The first positional argument; usage_error "missing <what>" without one.
+  std::string first_positional(const std::string& what) const;
+  // The option's value; usage_error "missing <name> <what>" when it is absent.
+  std::string required(const std::string& name, const std::string& what) const;
   // Every value of a repeatable option, in the order given.
   std::vector<std::string> all(const std::string& name) const;
   // The option's value through parse_integer / parse_real, or `fallback` when it is absent.
@@ -126,15 +130,14 @@ struct GraphFile {
 };
 GraphFile read_graph_file(const std::string& path);
 
-// Writes each (path, contents) as xgrad::write_files_atomically (lib/files.hpp) does: every path
+// Writes each (path, writer) as xgrad::write_files_atomically (lib/files.hpp) does: every path
 // checked first (check_output_path with `inputs`: none may be an input, a directory, a device),
-// then each contents() made, then all written through temporaries and renamed into place, so a
-// failure leaves none half-written and replaces none, and its message names the path, never the
-// temporary. A symbolic link is followed: the file it points to is replaced and the link stays;
-// a link to nothing is refused. At most max_output_files files.
-using FileContents = std::function<std::string()>;
+// then each file made by its writer into a temporary (the phase "writing PATH"), then all
+// renamed into place, so a failure leaves none half-written and replaces none, and its message
+// names the path, never the temporary. A symbolic link is followed: the file it points to is
+// replaced and the link stays; a link to nothing is refused. At most max_output_files files.
 inline constexpr std::size_t max_output_files = max_atomic_files;
-void write_files_atomically(const std::vector<std::pair<std::string, FileContents>>& files,
+void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>>& files,
                             const std::vector<std::string>& inputs);
 
 // Out of memory. The tool's new-handler (main.cpp) must not allocate or unwind (nlohmann/json

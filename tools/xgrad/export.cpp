@@ -1,5 +1,6 @@
 // xgrad export: the attention graph, backward included, or an exported graph, as JSON or Graphviz DOT.
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include <xgrad/lib/onnx_export.hpp>
@@ -94,9 +95,27 @@ int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::stri
   for (const ExportValues v : value_choices) {
     if (values == values_name(v)) ev = v;
   }
+  // JSON is streamed into the file a node at a time (write_json): a graph of millions of nodes
+  // exports in little more memory than it holds. On stdout, which shows nothing of a command
+  // that fails, it is made whole first.
+  const FileWriter json = [&](std::ostream& out) {
+    const Phase phase("formatting the graph as json");
+    write_json(out, g, ev);
+    out << '\n';
+  };
+  const auto path = o.get("-o");
+  if (format == "json" && path) {
+    write_files_atomically({{*path, json}}, inputs);
+    return 0;
+  }
   std::string text = [&] {
     const Phase phase("formatting the graph as " + format);
     if (format == "onnx") return to_onnx_bytes(g);
+    if (format == "json") {
+      std::ostringstream s;
+      json(s);
+      return std::move(s).str();
+    }
     if (format == "dot" && dot_collapses_scopes(g, dot)) {
       std::fprintf(stderr,
                    "xgrad export: more than %zu nodes to draw (the graph has %zu): each named scope is drawn as one "
@@ -104,11 +123,10 @@ int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::stri
                    "neighbourhood, --forward-only the forward pass\n",
                    dot.collapse_above, g.size());
     }
-    return format == "dot" ? to_dot(g, dot) : to_json(g, ev).dump() + "\n";
+    return to_dot(g, dot);
   }();
-  if (const auto path = o.get("-o")) {
-    // Moved, not copied: contents() is called once, and the text may be most of the memory.
-    write_files_atomically({{*path, [&] { return std::move(text); }}}, inputs);
+  if (path) {
+    write_files_atomically({{*path, [&](std::ostream& out) { out << text; }}}, inputs);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
   }

@@ -84,19 +84,23 @@ std::string summary(const Graph<T>& g) {
          count(g.grads().size(), "gradient");
 }
 
+// The model imported and written to `out` as JSON with all its values, streamed; its summary.
 template <class T>
-std::string imported_json(const std::string& model, const OnnxImportOptions& options, std::string& about) {
+std::string import_to(const std::string& model, const OnnxImportOptions& options, const std::string& out,
+                      const std::vector<std::string>& inputs) {
   const std::unique_ptr<Graph<T>> g = import_onnx<T>(model, options);
-  about = summary(*g);
-  return to_json(*g, ExportValues::all).dump() + "\n";
+  write_files_atomically({{out, [&](std::ostream& o) {
+                            write_json(o, *g, ExportValues::all);
+                            o << '\n';
+                          }}},
+                         inputs);
+  return summary(*g);
 }
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--input", true, true}, {"--dtype", true}, {"--grad", false}, {"--max-work", true}, {"-o", true}}, 1);
-  if (o.positional().empty()) throw usage_error("missing MODEL.onnx");
-  const std::string model = o.positional()[0];
-  const auto out = o.get("-o");
-  if (!out) throw usage_error("missing -o GRAPH.json");
+  const std::string model = o.first_positional("MODEL.onnx");
+  const std::string out = o.required("-o", "GRAPH.json");
   OnnxImportOptions options;
   options.gradients = o.has("--grad");
   options.max_work = o.real("--max-work", {0, 1e300, false, false}, max_import_work);
@@ -114,13 +118,12 @@ int run(const std::vector<std::string>& args) {
   }
   const Phase phase("importing " + model);
   const std::string dtype = o.choice("--dtype", {"float32", "float64"}, onnx_model_float_type(model));
-  std::string text, about;
+  std::string about;
   with_dtype(dtype, [&](auto tag) {
-    text = imported_json<decltype(tag)>(model, options, about);
+    about = import_to<decltype(tag)>(model, options, out, files);
     return 0;
   });
-  write_files_atomically({{*out, [&] { return std::move(text); }}}, files);
-  std::printf("%s: %s, written to %s\n", model.c_str(), about.c_str(), out->c_str());
+  std::printf("%s: %s, written to %s\n", model.c_str(), about.c_str(), out.c_str());
   return 0;
 }
 

@@ -182,13 +182,12 @@ int run_inspect(const std::string& path, const Json& json, double threshold, con
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"--threshold", true}, {"--format", true}, {"--by-axis", true}, {"--all", false}}, 1);
-  if (o.positional().empty()) throw usage_error("missing GRAPH.json");
+  const std::string path = o.first_positional("GRAPH.json");
   const std::string format = o.choice("--format", {"table", "json", "csv"}, "table");
   const double threshold = o.real("--threshold", {0, 1, true, false}, 0.99);
   std::optional<std::size_t> by_axis;
   if (o.has("--by-axis")) by_axis = o.integer("--by-axis", 0, 63, 0);
   const bool all = o.has("--all");
-  const std::string path = o.positional()[0];
   const Phase reading("reading " + path);
   const std::string text = read_text_file(path);  // its errors name the file already
   const Json json = naming(path, [&] { return parse_graph_json(text); });

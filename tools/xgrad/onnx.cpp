@@ -36,10 +36,8 @@ const char* const help =
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {{"-o", true}, {"--parameters-as-inputs", false}}, 1);
-  if (o.positional().empty()) throw usage_error("missing GRAPH.json");
-  const std::string path = o.positional()[0];
-  const auto out = o.get("-o");
-  if (!out) throw usage_error("missing -o MODEL.onnx");
+  const std::string path = o.first_positional("GRAPH.json");
+  const std::string out = o.required("-o", "MODEL.onnx");
   OnnxExportOptions options;
   options.parameters_as_inputs = o.has("--parameters-as-inputs");
   const Phase reading("reading " + path);
@@ -55,7 +53,7 @@ int run(const std::vector<std::string>& args) {
     return 0;
   });
   const std::size_t size = bytes.size();
-  write_files_atomically({{*out, [&] { return std::move(bytes); }}}, {path});
+  write_files_atomically({{out, [&](std::ostream& model) { model << bytes; }}}, {path});
   // What the model holds, read back from it.
   const auto names = [](const std::vector<std::string>& v) {
     std::string text;
@@ -63,8 +61,8 @@ int run(const std::vector<std::string>& args) {
     return text.empty() ? std::string("none") : text;
   };
   std::printf("%s: %zu nodes (%s) as an ONNX model of inputs %s and outputs %s, %zu bytes, written to %s\n",
-              path.c_str(), nodes, file.dtype.c_str(), names(onnx_graph_inputs(*out)).c_str(),
-              names(onnx_graph_outputs(*out)).c_str(), size, out->c_str());
+              path.c_str(), nodes, file.dtype.c_str(), names(onnx_graph_inputs(out)).c_str(),
+              names(onnx_graph_outputs(out)).c_str(), size, out.c_str());
   return 0;
 }
 

@@ -66,8 +66,7 @@ std::string padded(const std::string& s, std::size_t width) {
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {}, 1);
-  if (o.positional().empty()) throw usage_error("missing FILE (a .safetensors or .npz checkpoint)");
-  const std::string path = o.positional()[0];
+  const std::string path = o.first_positional("FILE (a .safetensors or .npz checkpoint)");
   const Phase phase("reading " + path);
   const StoredCheckpoint c = read_checkpoint(path);
 

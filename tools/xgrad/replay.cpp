@@ -56,8 +56,7 @@ int run_replay(const std::string& path, const Json& json) {
 
 int run(const std::vector<std::string>& args) {
   const Options o(args, {}, 1);
-  if (o.positional().empty()) throw usage_error("missing GRAPH.json");
-  const std::string path = o.positional()[0];
+  const std::string path = o.first_positional("GRAPH.json");
   const Phase reading("reading " + path);
   const GraphFile file = read_graph_file(path);
   return with_dtype(file.dtype, [&](auto tag) { return run_replay<decltype(tag)>(path, file.json); });

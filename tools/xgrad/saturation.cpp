@@ -68,7 +68,7 @@ int run(const std::vector<std::string>& args) {
   const std::vector<SweepRow> rows = saturation_sweep(s);
   if (const auto plot = o.get("--plot")) {
     const std::string svg = sweep_to_svg(rows);
-    write_files_atomically({{*plot, [&] { return svg; }}}, {});
+    write_files_atomically({{*plot, [&](std::ostream& out) { out << svg; }}}, {});
   }
   const std::string text = format == "json" ? sweep_to_json(rows).dump() + "\n"
                            : format == "csv" ? sweep_to_csv(rows)

@@ -1,10 +1,11 @@
-// tanh, sin and cos over arrays (ops/kernels/vector_math.hpp): accuracy, IEEE edges, and bits
-// that do not depend on an element's place in the array.
+// erf, tanh, sin and cos over arrays (ops/kernels/vector_math.hpp): accuracy, IEEE edges, and
+// bits that do not depend on an element's place in the array.
 #include "../../check.hpp"
 
 #include <xgrad/ops/kernels/vector_math.hpp>
 
 using xgrad::detail::vector_cos;
+using xgrad::detail::vector_erf;
 using xgrad::detail::vector_sin;
 using xgrad::detail::vector_tanh;
 
@@ -41,6 +42,29 @@ double worst_ulps(const std::vector<T>& x, void (*vector_f)(const T*, T*, std::s
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(vector_math_kernel)
+
+BOOST_AUTO_TEST_CASE(float_is_within_two_ulp_of_the_correctly_rounded_erf) {
+  // float's erf rounded from double's, which is far more accurate than a float ulp. The grid
+  // covers the polynomial ranges and the saturation to +-1 (|x| > 3.9); then tiny values
+  // (erf(x) = 2 x / sqrt(pi) to float precision) and subnormals.
+  const double worst = worst_ulps<float, double>(grid<float>(-7, 7, 2000001), vector_erf, std::erf);
+  BOOST_TEST_MESSAGE("vector_erf, float: " << worst << " ulp");
+  BOOST_TEST(worst <= 2.0);
+  const double tiny =
+      worst_ulps<float, double>({1e-30f, -3e-20f, 1e-40f, std::numeric_limits<float>::denorm_min()}, vector_erf, std::erf);
+  BOOST_TEST(tiny <= 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(double_erf_is_within_5e_16_relative_of_std_erf) {
+  const std::vector<double> x = grid<double>(-7, 7, 2000001);
+  std::vector<double> y(x.size());
+  vector_erf(x.data(), y.data(), x.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != 0) worst = std::max(worst, std::abs(y[i] - std::erf(x[i])) / std::abs(std::erf(x[i])));
+  }
+  BOOST_TEST(worst <= 5e-16);
+}
 
 BOOST_AUTO_TEST_CASE(float_is_within_two_ulp_of_the_correctly_rounded_tanh) {
   // float's tanh rounded from double's. The grid covers the small arguments (tanh x ~ x), the
@@ -90,15 +114,18 @@ BOOST_AUTO_TEST_CASE(ieee_edges) {
     using T = decltype(zero);
     const T inf = std::numeric_limits<T>::infinity();
     const std::vector<T> x = {inf, -inf, std::numeric_limits<T>::quiet_NaN(), T(0), -T(0), T(100), T(-100)};
-    std::vector<T> y(x.size());
-    vector_tanh(x.data(), y.data(), x.size());
-    BOOST_TEST(y[0] == T(1));
-    BOOST_TEST(y[1] == T(-1));
-    BOOST_TEST(std::isnan(y[2]));
-    BOOST_TEST((y[3] == T(0) && !std::signbit(y[3])));
-    BOOST_TEST((y[4] == T(0) && std::signbit(y[4])));
-    BOOST_TEST(y[5] == T(1));
-    BOOST_TEST(y[6] == T(-1));
+    using F = void (*)(const T*, T*, std::size_t);
+    for (const F f : std::initializer_list<F>{vector_erf, vector_tanh}) {  // both odd, saturating to +-1
+      std::vector<T> y(x.size());
+      f(x.data(), y.data(), x.size());
+      BOOST_TEST(y[0] == T(1));
+      BOOST_TEST(y[1] == T(-1));
+      BOOST_TEST(std::isnan(y[2]));
+      BOOST_TEST((y[3] == T(0) && !std::signbit(y[3])));
+      BOOST_TEST((y[4] == T(0) && std::signbit(y[4])));
+      BOOST_TEST(y[5] == T(1));
+      BOOST_TEST(y[6] == T(-1));
+    }
     std::vector<T> s(x.size()), c(x.size());
     vector_sin(x.data(), s.data(), x.size());
     vector_cos(x.data(), c.data(), x.size());
@@ -116,13 +143,16 @@ BOOST_AUTO_TEST_CASE(an_elements_bits_do_not_depend_on_its_place) {
   const auto check = [](auto zero) {
     using T = decltype(zero);
     const std::vector<T> x = grid<T>(-3, 3, 64);
-    std::vector<T> whole(x.size());
-    vector_tanh(x.data(), whole.data(), x.size());
-    for (std::size_t offset = 0; offset < 9; ++offset) {
-      for (std::size_t n = 0; n <= 20; ++n) {
-        std::vector<T> part(x.begin() + static_cast<long>(offset), x.begin() + static_cast<long>(offset + n));
-        vector_tanh(part.data(), part.data(), n);
-        for (std::size_t i = 0; i < n; ++i) BOOST_TEST(same_bits(part[i], whole[offset + i]), "offset " << offset << ", n " << n);
+    using F = void (*)(const T*, T*, std::size_t);
+    for (const F f : std::initializer_list<F>{vector_erf, vector_tanh, vector_sin, vector_cos}) {
+      std::vector<T> whole(x.size());
+      f(x.data(), whole.data(), x.size());
+      for (std::size_t offset = 0; offset < 9; ++offset) {
+        for (std::size_t n = 0; n <= 20; ++n) {
+          std::vector<T> part(x.begin() + static_cast<long>(offset), x.begin() + static_cast<long>(offset + n));
+          f(part.data(), part.data(), n);
+          for (std::size_t i = 0; i < n; ++i) BOOST_TEST(same_bits(part[i], whole[offset + i]), "offset " << offset << ", n " << n);
+        }
       }
     }
   };
