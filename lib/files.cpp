@@ -390,7 +390,7 @@ void write_files_atomically(const std::vector<std::pair<std::string, FileWriter>
   }
   // Every check before anything is written.
   std::vector<fs::path> targets;
-  for (const auto& [path, write] : files) {
+  for (const auto& [path, writer] : files) {
     if (path.find('\0') != std::string::npos) throw error("an output path holds a NUL byte");
     targets.emplace_back(write_target(path));
     check_not_an_input(path, targets.back().string(), inputs);

@@ -189,6 +189,35 @@ BOOST_AUTO_TEST_CASE(a_file_size_limit_is_an_error_and_leaves_no_temporary) {
   BOOST_TEST(files_named(d.model, ".big.bin.") == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_streamed_file_is_whole_or_not_there) {
+  // A FileWriter writes through the buffer as it goes: more than the buffer's 64 KiB, in pieces
+  // of every size, arrives whole; a writer that throws half-way, or a write past a file-size
+  // limit, leaves the old file and no temporary.
+  const Dirs d;
+  const fs::path out = d.model / "streamed.txt";
+  std::string expected;
+  for (std::size_t i = 0; i < 3000; ++i) expected += std::string(i % 97, char('a' + i % 26)) + "\n";
+  BOOST_TEST_REQUIRE(expected.size() > (std::size_t(1) << 17));
+  write_file_atomically(out.string(), [&](std::ostream& file) {
+    for (std::size_t i = 0; i < 3000; ++i) file << std::string(i % 97, char('a' + i % 26)) << '\n';
+  });
+  BOOST_TEST(read_all(out) == expected);
+  check_error([&] {
+    write_file_atomically(out.string(), [&](std::ostream& file) {
+      file << std::string(200000, 'x');
+      throw xgrad::error("the writer failed half-way");
+    });
+  }, {"the writer failed half-way"});
+  BOOST_TEST(read_all(out) == expected);
+  {
+    const test::FileSizeLimit limit(4096);
+    check_error([&] { write_file_atomically(out.string(), [](std::ostream& file) { file << std::string(100000, 'y'); }); },
+                {"streamed.txt: cannot write it: File too large (a file-size limit, ulimit -f)"});
+  }
+  BOOST_TEST(read_all(out) == expected);
+  BOOST_TEST(files_named(d.model, ".streamed.txt.") == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(an_interrupt_during_a_write_takes_effect_after_it) {
   // A SIGTERM that arrives while the temporary exists is held back until it is renamed: the
   // file is whole or absent and no temporary remains when the signal ends the process. In a
