@@ -240,6 +240,24 @@ BOOST_AUTO_TEST_CASE(kept_nodes_and_new_nodes) {
   BOOST_TEST(w2.node().released);
 }
 
+BOOST_AUTO_TEST_CASE(outputs_named_after_a_lean_replay_are_kept_by_the_next) {
+  // A lean replay keeps its plan between replays; naming an output or a gradient afterwards
+  // changes what is kept, and the next replay keeps it (with a full replay's bits).
+  AttentionGraph<double> full(4, 2, 1), lean(4, 2, 1);
+  lean.g.keep_only({});
+  lean.g.replay();
+  BOOST_TEST_REQUIRE(lean.g.node(3).released);
+  lean.g.set_output("scaled", lean.g.var(3));
+  lean.g.replay();
+  BOOST_TEST(!lean.g.node(3).released);
+  BOOST_TEST(same_bits(lean.g.var(3).value(), full.g.var(3).value()));
+  const std::size_t other = 4;
+  BOOST_TEST_REQUIRE(lean.g.node(other).released);
+  lean.g.set_grad("other", lean.g.var(other));
+  lean.g.replay();
+  BOOST_TEST(same_bits(lean.g.var(other).value(), full.g.var(other).value()));
+}
+
 BOOST_AUTO_TEST_CASE(released_values_are_errors) {
   AttentionGraph<double> a(4, 2, 1);
   a.g.keep_only({});
