@@ -364,6 +364,19 @@ void Graph<T>::fill_args(const Node<T>& n, Args<T>& args) const {
 
 namespace {
 
+// value of this shape. xtensor sets the new shape before it allocates: after a failed
+// allocation the value is left empty, not of the new shape over the old buffer, which a later
+// run would take as the right size.
+template <class T>
+void resize_value(xt::xarray<T>& value, const Shape& shape) {
+  try {
+    value.resize(shape);
+  } catch (...) {
+    value = xt::xarray<T>::from_shape({0});
+    throw;
+  }
+}
+
 template <class T>
 std::vector<Shape> shapes_of(const Args<T>& args) {
   std::vector<Shape> shapes;
@@ -395,23 +408,9 @@ std::vector<Shape> Graph<T>::output_shapes(std::size_t id, const Node<T>& n, con
 
 template <class T>
 void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes) {
-  run_node(id, n, args, shapes.data(), shapes.size());
-}
-
-template <class T>
-void Graph<T>::run_node(std::size_t id, Node<T>& n, const Args<T>& args, const Shape* shapes, std::size_t count) {
-  n.outputs.resize(count);
-  for (std::size_t k = 0; k < count; ++k) {
-    xt::xarray<T>& value = n.outputs[k].value;
-    if (shapes_equal(shapes[k], value.shape())) continue;
-    try {
-      value.resize(shapes[k]);
-    } catch (...) {
-      // xtensor sets the new shape before it allocates: a failed allocation would leave a value
-      // of that shape over the old buffer, which a later run would take as the right size.
-      value = xt::xarray<T>::from_shape({0});
-      throw;
-    }
+  n.outputs.resize(shapes.size());
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    if (!shapes_equal(shapes[k], n.outputs[k].value.shape())) resize_value(n.outputs[k].value, shapes[k]);
   }
   run_node(id, n, args);
 }
@@ -668,10 +667,13 @@ template <class T>
 void Graph<T>::plan_lean(const std::vector<char>& kept) {
   const std::size_t count = m_nodes.size();
   if (m_lean_plan.count == count && m_lean_plan.kept == kept) return;
-  LeanReplayPlan p{count, kept, {}, {}, {}, {}, std::vector<std::optional<View>>(count), std::vector<Slot>(count)};
-  p.order = detail::plan_lean_replay(
+  LeanReplayPlan p;
+  p.count = count;
+  p.kept = kept;
+  p.view.resize(count);
+  std::vector<Slot> base(count);  // the output a view reads, for each node left out as one
+  detail::LeanPlan plan = detail::plan_lean_replay(
       count, [&](std::size_t id) -> const std::vector<Slot>& { return m_nodes[id].inputs; }, kept);
-  const detail::LeanPlan& plan = p.order;
   // Every node's output shapes (leaves', then inferred in order: values may be released).
   std::vector<std::vector<Shape>> shapes(count);
   for (std::size_t id = 0; id < count; ++id) {
@@ -732,24 +734,65 @@ void Graph<T>::plan_lean(const std::vector<char>& kept) {
         m_nodes[id].op->view_of(in_view ? *p.view[in.node] : View::contiguous(shapes[in.node][in.output]), shapes[id][0]);
     if (!v || !readable(id, *v)) continue;
     p.view[id] = v;
-    p.base[id] = in_view ? p.base[in.node] : in;
+    base[id] = in_view ? base[in.node] : in;
+    ++p.viewed;
   }
-  p.first.reserve(count + 1);
-  for (std::size_t id = 0; id < count; ++id) {
-    p.first.push_back(p.shapes.size());
-    for (Shape& s : shapes[id]) {
-      p.sizes.push_back(shape_size(s));
-      p.shapes.push_back(std::move(s));
-    }
-  }
-  p.first.push_back(p.shapes.size());
   // A value read as a view stays until the view's last reader has run.
   for (std::size_t id = count; id-- > 0;) {
     if (p.view[id]) {
-      std::size_t& in = p.order.last_read[m_nodes[id].inputs[0].node];
-      in = std::max(in, p.order.last_read[id]);
+      std::size_t& in = plan.last_read[m_nodes[id].inputs[0].node];
+      in = std::max(in, plan.last_read[id]);
     }
   }
+  // The steps, in order.
+  for (std::size_t id = 0; id < count; ++id) {
+    Node<T>& n = m_nodes[id];
+    if (n.is_leaf()) continue;
+    if (!plan.needed[id] || p.view[id]) {
+      p.released.push_back(id);
+      continue;
+    }
+    LeanStep s{id, p.args.size(), p.sizes.size(), p.drops.size(), no_input, kept[id] != 0, false, false};
+    const std::vector<Shape>& out = shapes[id];
+    // An op with one output, not kept, writes over an input of as many elements read for the
+    // last time here if it may (its elements kept, its shape made the output's). Not an output
+    // of a node another output of which it also reads: taking it releases that node, the other
+    // output's buffer with it (gelu_vjp(mean, y) of a layer_norm read freed memory so), nor a
+    // view (its own value is empty).
+    for (std::size_t j = 0; j < n.inputs.size() && s.over == no_input && !s.kept && out.size() == 1; ++j) {
+      const Slot in = n.inputs[j];
+      const bool reads_another_output = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const Slot& x) {
+        return x.node == in.node && x.output != in.output;
+      });
+      if (!kept[in.node] && plan.last_read[in.node] == id && !m_nodes[in.node].is_leaf() && !p.view[in.node] &&
+          n.op->overwrites_input(j) && !reads_another_output &&
+          shape_size(shapes[in.node][in.output]) == shape_size(out[0])) {
+        s.over = j;
+      }
+    }
+    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
+      const Slot in = n.inputs[j];
+      const Node<T>& x = m_nodes[in.node];
+      const View* view = p.view[in.node] ? &*p.view[in.node] : nullptr;
+      const Slot from = view ? base[in.node] : in;
+      const xt::xarray<T>* value = &m_nodes[from.node].outputs[from.output].value;
+      if (s.over != no_input && in == n.inputs[s.over]) value = &n.outputs[0].value;
+      p.args.push_back(x.index_leaf ? nullptr : value);
+      p.indices.push_back(x.index_leaf ? &x.indices : nullptr);
+      p.views.push_back(view);
+      s.indices = s.indices || x.index_leaf;
+      s.views = s.views || view;
+      if (!kept[from.node] && plan.last_read[from.node] == id) p.drops.push_back(from.node);
+    }
+    for (const Shape& shape : out) {
+      p.sizes.push_back(shape_size(shape));
+      p.dim.push_back(p.dims.size());
+      p.dims.insert(p.dims.end(), shape.begin(), shape.end());
+    }
+    p.steps.push_back(s);
+  }
+  p.dim.push_back(p.dims.size());
+  p.steps.push_back(LeanStep{count, p.args.size(), p.sizes.size(), p.drops.size(), no_input, false, false, false});
   m_lean_plan = std::move(p);
 }
 
@@ -760,72 +803,40 @@ void Graph<T>::replay_lean() {
   // clear it).
   if (m_lean_plan.count != count || m_lean_plan.kept.size() != count) plan_lean(kept_nodes());
   const LeanReplayPlan& p = m_lean_plan;
-  const std::vector<char>& kept = p.kept;
-  const detail::LeanPlan& plan = p.order;
-  const auto& views = p.view;
-  m_viewed = 0;
+  for (std::size_t id : p.released) release(m_nodes[id]);
+  m_viewed = p.viewed;
   Args<T> args;  // refilled for each node, its capacity kept
-  for (std::size_t id = 0; id < count; ++id) {
-    Node<T>& n = m_nodes[id];
-    if (n.is_leaf()) continue;
-    if (!plan.needed[id] || views[id]) {
-      release(n);
-      m_viewed += views[id].has_value();
-      continue;
+  args.step = m_step;
+  args.training = m_training;
+  for (std::size_t k = 0; k + 1 < p.steps.size(); ++k) {
+    const LeanStep& s = p.steps[k];
+    const LeanStep& next = p.steps[k + 1];
+    Node<T>& n = m_nodes[s.id];
+    args.assign(p.args.begin() + s.arg, p.args.begin() + next.arg);
+    if (s.indices) args.indices.assign(p.indices.begin() + s.arg, p.indices.begin() + next.arg);
+    else args.indices.clear();
+    if (s.views) args.views.assign(p.views.begin() + s.arg, p.views.begin() + next.arg);
+    else args.views.clear();
+    // Each output's buffer: the input's it writes over, else a spare buffer of as many
+    // elements, else a new one; then its shape.
+    if (s.over != no_input) {
+      Node<T>& x = m_nodes[n.inputs[s.over].node];
+      xt::xarray<T>& from = x.outputs[n.inputs[s.over].output].value;
+      n.outputs[0].value = std::move(from);
+      from.resize(empty_shape);
+      release(x);
     }
-    fill_args(n, args);
-    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-      const std::size_t in = n.inputs[j].node;
-      if (!views[in]) continue;
-      const Slot base = p.base[in];
-      args.views.resize(n.inputs.size(), nullptr);
-      args.views[j] = &*views[in];
-      args[j] = &m_nodes[base.node].outputs[base.output].value;
-    }
-    const Shape* const shapes = &p.shapes[p.first[id]];
-    const std::size_t* const sizes = &p.sizes[p.first[id]];
-    const std::size_t outputs = p.first[id + 1] - p.first[id];
-    if (!kept[id]) {
-      // Each output's buffer: for an op with one output, an input of as many elements read for
-      // the last time here if the op may write over it (run_node gives it the output's shape,
-      // keeping its elements); else a spare buffer of the same size; else a new one. Not an
-      // output of a node another output of which this node also reads: taking it releases that
-      // node, the other output's buffer with it (gelu_vjp(mean, y) of a layer_norm read freed
-      // memory so).
-      std::optional<std::size_t> over;
-      for (std::size_t j = 0; j < n.inputs.size() && !over && outputs == 1; ++j) {
-        const Slot in = n.inputs[j];
-        const Node<T>& x = m_nodes[in.node];
-        const bool reads_another_output = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const Slot& s) {
-          return s.node == in.node && s.output != in.output;
-        });
-        if (!kept[in.node] && plan.last_read[in.node] == id && !x.is_leaf() && n.op->overwrites_input(j) &&
-            !reads_another_output && x.outputs[in.output].value.size() == sizes[0]) {
-          over = j;
-        }
-      }
-      n.outputs.resize(outputs);
-      if (over) {
-        Node<T>& x = m_nodes[n.inputs[*over].node];
-        n.outputs[0].value = std::move(x.outputs[n.inputs[*over].output].value);
-        x.outputs[n.inputs[*over].output].value.resize(empty_shape);
-        release(x);
-        for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-          if (n.inputs[j] == n.inputs[*over]) args[j] = &n.outputs[0].value;
-        }
-      } else {
-        for (std::size_t k = 0; k < outputs; ++k) {
-          if (sizes[k] > 0) m_spare.take(sizes[k], n.outputs[k].value);
-        }
-      }
+    for (std::size_t o = s.output; o < next.output; ++o) {
+      xt::xarray<T>& value = n.outputs[o - s.output].value;
+      if (!s.kept && s.over == no_input && p.sizes[o] > 0) m_spare.take(p.sizes[o], value);
+      const auto begin = p.dims.begin() + static_cast<long>(p.dim[o]);
+      const auto end = p.dims.begin() + static_cast<long>(p.dim[o + 1]);
+      if (!std::equal(begin, end, value.shape().begin(), value.shape().end())) resize_value(value, Shape(begin, end));
     }
     n.released = true;  // until its forward has run: if that throws, no stale value shows
-    run_node(id, n, args, shapes, outputs);
+    run_node(s.id, n, args);
     n.released = false;
-    for (const Slot& in : n.inputs) {
-      const std::size_t x = views[in.node] ? p.base[in.node].node : in.node;
-      if (!kept[x] && plan.last_read[x] == id) release(m_nodes[x]);
-    }
+    for (std::size_t d = s.drop; d < next.drop; ++d) release(m_nodes[p.drops[d]]);
   }
 }
 

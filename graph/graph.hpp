@@ -300,7 +300,10 @@ class Graph {
 
  private:
   friend class detail::GraphRollback<T>;
-  void drop_nodes_from(std::size_t size) { m_nodes.erase(m_nodes.begin() + static_cast<long>(size), m_nodes.end()); }
+  void drop_nodes_from(std::size_t size) {
+    m_nodes.erase(m_nodes.begin() + static_cast<long>(size), m_nodes.end());
+    m_lean_plan = {};
+  }
   Var<T> add_leaf(Role role, std::string name, xt::xarray<T> value);
   Node<T>& checked_leaf(const Var<T>& leaf, LeafKind kind);
   void set_indices(const Var<T>& leaf, xt::xarray<std::int64_t> value);
@@ -313,7 +316,6 @@ class Graph {
   // to those shapes; without shapes, as they are); errors prefixed "<op> (node N): ".
   std::vector<Shape> output_shapes(std::size_t id, const Node<T>& n, const Args<T>& args) const;
   void run_node(std::size_t id, Node<T>& n, const Args<T>& args, const std::vector<Shape>& shapes);
-  void run_node(std::size_t id, Node<T>& n, const Args<T>& args, const Shape* shapes, std::size_t count);
   void run_node(std::size_t id, Node<T>& n, const Args<T>& args);
   void replay_lean();
   std::vector<char> kept_nodes() const;  // 1 for leaves, keep_only's Vars, outputs and grads
@@ -323,20 +325,36 @@ class Graph {
   std::vector<std::size_t> m_keep;  // the nodes of keep_only's Vars
   detail::SpareBuffers<T> m_spare;  // released buffers, for the next lean replay
   // A lean replay's plan, made once for a node count and a set of kept nodes (shapes never
-  // change): which nodes run and where each value is read last (a viewed value: where its
-  // views are), every node's output shapes, and for each node left out as a view, the view its
-  // readers read and the output it views. A replay then does no planning of its own per node.
-  // Shapes and sizes lie node after node in two flat arrays (first[id] is node id's first
-  // output there), read in order as the replay walks the nodes.
+  // change): the nodes every replay releases (not needed, or read as views of others), and for
+  // each node it computes, in order, a step: its arguments as its forward reads them (values,
+  // views of other values, index leaves' indices; an input it writes over already its own
+  // output), its outputs' shapes, and the nodes whose values may go once it has run. A replay
+  // then walks flat arrays in order and plans nothing per node. The arguments point into the
+  // nodes' outputs, which stay in place: a node's outputs never change in number, and the
+  // deque keeps its elements where they are as it grows (drop_nodes_from clears the plan).
+  struct LeanStep {
+    std::size_t id;
+    std::size_t arg;     // its arguments: args[arg, next step's arg), indices and views alike
+    std::size_t output;  // its outputs: sizes[output, next's output), their axes from dim[output]
+    std::size_t drop;    // drops[drop, next's drop): released after it has run
+    std::size_t over;    // the input whose buffer becomes its output, or no_input
+    bool kept, indices, views;
+  };
+  static constexpr std::size_t no_input = static_cast<std::size_t>(-1);
   struct LeanReplayPlan {
     std::size_t count = 0;
     std::vector<char> kept;
-    detail::LeanPlan order;
-    std::vector<std::size_t> first;
-    std::vector<Shape> shapes;
+    std::vector<std::size_t> released;
+    std::vector<LeanStep> steps;  // one step more than the nodes computed: the last ranges' ends
+    std::vector<const xt::xarray<T>*> args;
+    std::vector<const xt::xarray<std::int64_t>*> indices;
+    std::vector<const View*> views;
     std::vector<std::size_t> sizes;
-    std::vector<std::optional<View>> view;
-    std::vector<Slot> base;
+    std::vector<std::size_t> dim;   // output k's axes are dims[dim[k], dim[k + 1])
+    std::vector<std::size_t> dims;
+    std::vector<std::size_t> drops;
+    std::vector<std::optional<View>> view;  // per node: the view its readers read, if left out
+    std::size_t viewed = 0;
   };
   LeanReplayPlan m_lean_plan;
   std::size_t m_viewed = 0;

@@ -7,7 +7,6 @@
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/log_softmax.hpp>
-#include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/take_label.hpp>

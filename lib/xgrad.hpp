@@ -36,7 +36,6 @@
 #include <xgrad/ops/layer_norm.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
-#include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/pad.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/pow.hpp>

@@ -7,17 +7,16 @@
 #include <xtensor/xbuilder.hpp>
 
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/op_forms.hpp>
 
 namespace xgrad {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_fill = "fill";
-
-class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
+class ApplyMaskOp final : public AttrOp<ApplyMaskOp, double, 2> {
  public:
-  explicit ApplyMaskOp(double fill) : m_fill(fill) {}
+  static constexpr const char* key = "fill";
+  using AttrOp::AttrOp;
 
   std::string name() const override { return "apply_mask"; }
   // ONNX: Where(Cast(mask, bool), x, fill), the cast true where mask != 0 (NaN included), the
@@ -25,10 +24,8 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
     const std::string allowed = !n.bool_input(1).empty() ? n.bool_input(1)  // a mask leaf: the bool input
                                                            : e.op("Cast", {n.inputs[1]}, {{"to", std::int64_t{9}}});  // 9: BOOL
-    return {e.op("Where", {allowed, n.inputs[0], e.scalar(m_fill)})};
+    return {e.op("Where", {allowed, n.inputs[0], e.scalar(m_value)})};
   }
-  std::size_t arity() const override { return 2; }
-  Json attrs() const override { return {{key_fill, m_fill}}; }
   // Element by element over x (the mask, broadcast, is never y's buffer unless it is x).
   bool overwrites_input(std::size_t i) const override { return i == 0; }
   // Each output element also costs 4 visits (an odometer step over the axes: a broadcast mask took 4 ns a visit here without it).
@@ -44,7 +41,7 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
   // A broadcast mask is read in place, row by row (no array of x's shape is made of it).
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const T fill = static_cast<T>(m_fill);
+    const T fill = static_cast<T>(m_value);
     detail::broadcast_binary(*x[0], *x[1], y, [fill](T a, T m) { return m != 0 ? a : fill; });
   }
 
@@ -56,9 +53,6 @@ class ApplyMaskOp final : public OpFor<ApplyMaskOp> {
     if (v.wanted[1]) grad_mask = zeros_like(mask);
     return {grad_x, grad_mask};
   }
-
- private:
-  double m_fill;
 };
 
 }  // namespace
@@ -68,10 +62,7 @@ Var<T> apply_mask(const Var<T>& x, const Var<T>& mask, double fill) {
   return x.graph().apply(std::make_shared<ApplyMaskOp>(fill), {x, mask});
 }
 
-std::shared_ptr<const Op> make_apply_mask_op(const JsonCursor& attrs) {
-  attrs.check_object({key_fill});
-  return std::make_shared<ApplyMaskOp>(attrs[key_fill].number());
-}
+std::shared_ptr<const Op> make_apply_mask_op(const JsonCursor& attrs) { return ApplyMaskOp::from_attrs(attrs); }
 
 template Var<float> apply_mask(const Var<float>&, const Var<float>&, double);
 template Var<double> apply_mask(const Var<double>&, const Var<double>&, double);

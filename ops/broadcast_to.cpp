@@ -4,36 +4,34 @@
 #include <xgrad/ops/broadcast_to.hpp>
 
 #include <xgrad/graph/json.hpp>
+#include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/op_forms.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_shape = "shape";
-
-class BroadcastToOp final : public OpFor<BroadcastToOp> {
+class BroadcastToOp final : public AttrOp<BroadcastToOp, Shape> {
  public:
-  explicit BroadcastToOp(Shape shape) : m_shape(std::move(shape)) {}
+  static constexpr const char* key = "shape";
+  using AttrOp::AttrOp;
 
   std::string name() const override { return "broadcast_to"; }
   // ONNX: Expand to the shape.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    return {e.op("Expand", {n.inputs[0], e.int64s(onnx_dims(m_shape))})};
+    return {e.op("Expand", {n.inputs[0], e.int64s(onnx_dims(m_value))})};
   }
-  std::size_t arity() const override { return 1; }
-  Json attrs() const override { return {{key_shape, m_shape}}; }
   // Each output element also costs 4 visits (an odometer step over the axes: broadcasting to (2^24, 1) took 3.6 ns a visit here without it).
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override { return Op::work(x, y) + 4 * element_count(y[0]); }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
-    if (!detail::broadcastable(x[0], m_shape)) {
-      throw error("x " + shape_str(x[0]) + " does not broadcast to " + shape_str(m_shape));
+    if (!detail::broadcastable(x[0], m_value)) {
+      throw error("x " + shape_str(x[0]) + " does not broadcast to " + shape_str(m_value));
     }
-    detail::check_elements(m_shape, [&] { return "broadcasting x " + shape_str(x[0]) + " to " + shape_str(m_shape); });
-    return m_shape;
+    detail::check_elements(m_value, [&] { return "broadcasting x " + shape_str(x[0]) + " to " + shape_str(m_value); });
+    return m_value;
   }
 
   // Row by row, x read in place (broadcast_binary's walk, x as both operands).
@@ -44,12 +42,8 @@ class BroadcastToOp final : public OpFor<BroadcastToOp> {
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    const auto& s = v.x[0].value().shape();
-    return {sum_to(v.grad_out, Shape(s.begin(), s.end()))};
+    return {sum_to(v.grad_out, shape_of(v.x[0]))};
   }
-
- private:
-  Shape m_shape;
 };
 
 }  // namespace
@@ -59,10 +53,7 @@ Var<T> broadcast_to(const Var<T>& x, const Shape& shape) {
   return x.graph().apply(std::make_shared<BroadcastToOp>(shape), {x});
 }
 
-std::shared_ptr<const Op> make_broadcast_to_op(const JsonCursor& attrs) {
-  attrs.check_object({key_shape});
-  return std::make_shared<BroadcastToOp>(attrs[key_shape].shape());
-}
+std::shared_ptr<const Op> make_broadcast_to_op(const JsonCursor& attrs) { return BroadcastToOp::from_attrs(attrs); }
 
 template Var<float> broadcast_to(const Var<float>&, const Shape&);
 template Var<double> broadcast_to(const Var<double>&, const Shape&);

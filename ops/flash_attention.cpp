@@ -114,9 +114,6 @@ void check_attention_softcap(double softcap) {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike (the masks' and the soft-cap's: ops/flash_mask.hpp).
-constexpr const char* key_scale = "scale";
-
 using detail::flash_tile_q;
 using detail::flash_tile_k;
 
@@ -186,18 +183,12 @@ void flash_forward(const T* q, const T* k, const T* v, T* out, T* lse, const det
 
 class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
  public:
-  FlashAttentionOp(double scale, detail::FlashMaskAttrs mask, double softcap)
-      : m_scale(scale), m_mask(mask), m_softcap(softcap) {}
+  explicit FlashAttentionOp(detail::FlashAttentionAttrs attrs) : m_attrs(attrs) {}
 
   std::string name() const override { return "flash_attention"; }
-  std::size_t arity() const override { return m_mask.key_mask ? 4 : 3; }  // q, k, v[, key mask]
-  Json attrs() const override {
-    Json attrs = {{key_scale, m_scale}};
-    m_mask.write(attrs);
-    if (m_softcap > 0) attrs[detail::flash_key_softcap] = m_softcap;
-    return attrs;
-  }
-  detail::FlashAttentionAttrs typed_attrs() const { return {m_scale, m_mask, m_softcap}; }
+  std::size_t arity() const override { return m_attrs.mask.key_mask ? 4 : 3; }  // q, k, v[, key mask]
+  Json attrs() const override { return m_attrs.json(); }
+  const detail::FlashAttentionAttrs& typed_attrs() const { return m_attrs; }
   // ONNX: the composition, s = scale q k^T, capped (onnx_soft_cap: C Tanh(s / C)), with -inf
   // where the masks forbid (onnx_flash_mask), out = softmax(s) v and lse = m + Log(sum) per row
   // (onnx_exp_rows: out 0 and lse -inf on a row of only -inf, as here). The T_q x T_k scores
@@ -207,33 +198,29 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
     const std::string k_t = e.op("Transpose", {n.inputs[1]}, {{"perm", onnx_swap_last_two(rank)}});
     Shape scores = n.output_shapes[0];  // (B..., T_q, T_k)
     scores.back() = n.input_shapes[1][rank - 2];
-    const std::string raw = e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.factor(m_scale, scores)});
-    const std::string s = detail::onnx_flash_mask(e, n, 3, m_mask, detail::onnx_soft_cap(e, raw, scores, m_softcap).s);
+    const std::string raw = e.op("Mul", {e.op("MatMul", {n.inputs[0], k_t}), e.factor(m_attrs.scale, scores)});
+    const std::string s = detail::onnx_flash_mask(e, n, 3, m_attrs.mask, detail::onnx_soft_cap(e, raw, scores, m_attrs.softcap).s);
     const OnnxExpRows rows = onnx_exp_rows(e, s, static_cast<std::int64_t>(rank - 1));
     const std::string lse = e.op("Add", {rows.m, e.op("Log", {rows.sum})});
     return {e.op("MatMul", {onnx_softmax(e, rows), n.inputs[2]}), e.op("Reshape", {lse, e.int64s(onnx_dims(n.output_shapes[1]))})};
   }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward, m_mask, m_softcap > 0);
+    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::forward, m_attrs.mask, m_attrs.softcap > 0);
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
-    detail::check_attention_scale(m_scale);
-    detail::check_attention_softcap(m_softcap);
-    m_mask.check();
-    const detail::AttentionDims d = detail::attention_dims(x[0], x[1], x[2]);
-    if (m_mask.key_mask) detail::check_key_mask(x[3], x[0], x[1], d);
+    const detail::AttentionDims d = m_attrs.check(x, 3);
     return {d.out_shape(), d.lse_shape()};
   }
 
   template <class T>
   void run_forward(const Args<T>& x, const Outs<T>& y) const {
     const detail::AttentionDims d = detail::attention_dims(shape_of(*x[0]), shape_of(*x[1]), shape_of(*x[2]));
-    const detail::FlashMaskRows<T> mask(d, m_mask, m_mask.key_mask ? x[3] : nullptr);
+    const detail::FlashMaskRows<T> mask(d, m_attrs.mask, m_attrs.mask.key_mask ? x[3] : nullptr);
     // Work items: (batch index, tile of queries), independent of each other, split over threads.
     const std::size_t tiles = (d.t_q + flash_tile_q - 1) / flash_tile_q;
-    const T alpha = static_cast<T>(m_scale), cap = static_cast<T>(m_softcap);
-    const T inv_cap = m_softcap > 0 ? static_cast<T>(1.0 / m_softcap) : T(0);
+    const T alpha = static_cast<T>(m_attrs.scale), cap = static_cast<T>(m_attrs.softcap);
+    const T inv_cap = m_attrs.softcap > 0 ? static_cast<T>(1.0 / m_attrs.softcap) : T(0);
     const std::size_t chunks = std::min(detail::parallel_threads(), d.batch * tiles);
     T* buffer = detail::thread_scratch<T, 0>(chunks * ForwardScratch<T>::size(d));
     std::vector<ForwardScratch<T>> scratches;
@@ -262,21 +249,19 @@ class FlashAttentionOp final : public OpFor<FlashAttentionOp, 2> {
       grad_outs[k] = zeros_like(a.ys[k]);
       g.set_grad_of(grad_outs[k].slot(), a.ys[k].slot());  // the gradient of that output: none
     }
-    const FlashMask<T> mask{m_mask.causal, m_mask.key_mask ? a.x[3] : Var<T>(), m_mask.window};
+    const FlashMask<T> mask{m_attrs.mask.causal, m_attrs.mask.key_mask ? a.x[3] : Var<T>(), m_attrs.mask.window};
     const FlashGrads<T> grads = flash_attention_vjp(a.x[0], a.x[1], a.x[2], a.ys[0], a.ys[1], grad_outs[0], grad_outs[1],
-                                                    m_scale, mask, m_softcap);
+                                                    m_attrs.scale, mask, m_attrs.softcap);
     std::vector<Var<T>> result = {grads.grad_q, grads.grad_k, grads.grad_v};
     for (std::size_t i = 0; i < 3; ++i) {
       if (!a.wanted[i]) result[i] = Var<T>();
     }
-    if (m_mask.key_mask) result.push_back(a.wanted[3] ? zeros_like(a.x[3]) : Var<T>());
+    if (m_attrs.mask.key_mask) result.push_back(a.wanted[3] ? zeros_like(a.x[3]) : Var<T>());
     return result;
   }
 
  private:
-  double m_scale;
-  detail::FlashMaskAttrs m_mask;
-  double m_softcap;  // 0: none
+  detail::FlashAttentionAttrs m_attrs;
 };
 
 }  // namespace
@@ -289,7 +274,7 @@ FlashOutputs<T> flash_attention(const Var<T>& q, const Var<T>& k, const Var<T>& 
     detail::check_one_graph<T>("flash_attention", {{"q", &q}, {"the key mask", &mask.key_mask}});
     x.push_back(mask.key_mask);
   }
-  const auto op = std::make_shared<FlashAttentionOp>(scale, detail::FlashMaskAttrs::of(mask), softcap);
+  const auto op = std::make_shared<FlashAttentionOp>(detail::FlashAttentionAttrs{scale, detail::FlashMaskAttrs::of(mask), softcap});
   const std::vector<Var<T>> outs = q.graph().apply_outputs(op, x);
   return {outs[0], outs[1]};
 }
@@ -300,10 +285,7 @@ std::optional<detail::FlashAttentionAttrs> detail::flash_attention_attrs(const O
 }
 
 std::shared_ptr<const Op> make_flash_attention_op(const JsonCursor& attrs) {
-  attrs.check_object({key_scale}, {detail::flash_key_causal, detail::flash_key_key_mask, detail::flash_key_window,
-                                   detail::flash_key_softcap});
-  return std::make_shared<FlashAttentionOp>(attrs[key_scale].number(), detail::FlashMaskAttrs::read(attrs),
-                                            detail::read_softcap(attrs));
+  return std::make_shared<FlashAttentionOp>(detail::FlashAttentionAttrs::read(attrs));
 }
 
 #define XGRAD_INSTANTIATE_FLASH(T)                                                                         \

@@ -47,9 +47,6 @@ namespace xgrad {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_scale = "scale";
-
 using detail::flash_tile_q;
 using detail::flash_tile_k;
 
@@ -102,8 +99,7 @@ void flash_backward(const T* q, const T* k, const T* v, const T* lse_rows, const
 
 class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
  public:
-  FlashAttentionVjpOp(double scale, detail::FlashMaskAttrs mask, double softcap)
-      : m_scale(scale), m_mask(mask), m_softcap(softcap) {}
+  explicit FlashAttentionVjpOp(detail::FlashAttentionAttrs attrs) : m_attrs(attrs) {}
 
   std::string name() const override { return "flash_attention_vjp"; }
   // ONNX: the formulas of run_forward on whole arrays, p = exp(c(scale q k^T) + M - lse) (c by
@@ -124,10 +120,10 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     };
     Shape scores = n.input_shapes[0];  // (B..., T_q, T_k)
     scores.back() = n.input_shapes[1][rank - 2];
-    const auto alpha = [&](const Shape& shape) { return e.factor(m_scale, shape); };
+    const auto alpha = [&](const Shape& shape) { return e.factor(m_attrs.scale, shape); };
     const std::string lse_col = column(lse);
-    const detail::OnnxSoftCap capped = detail::onnx_soft_cap(e, mul(matmul(q, t(k)), alpha(scores)), scores, m_softcap, true);
-    const std::string s = detail::onnx_flash_mask(e, n, 7, m_mask, capped.s);
+    const detail::OnnxSoftCap capped = detail::onnx_soft_cap(e, mul(matmul(q, t(k)), alpha(scores)), scores, m_attrs.softcap, true);
+    const std::string s = detail::onnx_flash_mask(e, n, 7, m_attrs.mask, capped.s);
     // Max(lse, lowest): a row whose lse is -inf has weights exp(-inf) = 0, not exp(NaN).
     const std::string p = e.op("Exp", {e.op("Sub", {s, e.op("Max", {lse_col, e.lowest()})})});
     const std::string row_d = e.op("Sub", {e.op("ReduceSum", {mul(g, out), e.int64s({last})}, {{"keepdims", std::int64_t{1}}}),
@@ -136,24 +132,15 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     if (!capped.derivative.empty()) ds = mul(ds, capped.derivative);
     return {mul(matmul(ds, k), alpha(n.input_shapes[0])), mul(matmul(t(ds), q), alpha(n.input_shapes[1])), matmul(t(p), g)};
   }
-  std::size_t arity() const override { return m_mask.key_mask ? 8 : 7; }
-  Json attrs() const override {
-    Json attrs = {{key_scale, m_scale}};
-    m_mask.write(attrs);
-    if (m_softcap > 0) attrs[detail::flash_key_softcap] = m_softcap;
-    return attrs;
-  }
+  std::size_t arity() const override { return m_attrs.mask.key_mask ? 8 : 7; }
+  Json attrs() const override { return m_attrs.json(); }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::vjp, m_mask, m_softcap > 0);
+    return Op::work(x, y) + detail::flash_weights_work(x, detail::FlashPass::vjp, m_attrs.mask, m_attrs.softcap > 0);
   }
 
   // x: q, k, v, out, lse, grad_out, grad_lse[, key mask].
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
-    detail::check_attention_scale(m_scale);
-    detail::check_attention_softcap(m_softcap);
-    m_mask.check();
-    const detail::AttentionDims d = detail::attention_dims(x[0], x[1], x[2]);
-    if (m_mask.key_mask) detail::check_key_mask(x[7], x[0], x[1], d);
+    const detail::AttentionDims d = m_attrs.check(x, 7);
     const Shape out = d.out_shape(), lse = d.lse_shape();
     if (x[3] != out || x[4] != lse || x[5] != out || x[6] != lse) {
       throw error("out is " + shape_str(x[3]) + ", lse " + shape_str(x[4]) + ", grad_out " + shape_str(x[5]) +
@@ -167,7 +154,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
   template <class T>
   void run_forward(const Args<T>& x, const Outs<T>& y) const {
     const detail::AttentionDims d = detail::attention_dims(shape_of(*x[0]), shape_of(*x[1]), shape_of(*x[2]));
-    const detail::FlashMaskRows<T> mask(d, m_mask, m_mask.key_mask ? x[7] : nullptr);
+    const detail::FlashMaskRows<T> mask(d, m_attrs.mask, m_attrs.mask.key_mask ? x[7] : nullptr);
     const T* q = x[0]->data();
     const T* k = x[1]->data();
     const T* v = x[2]->data();
@@ -185,7 +172,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const std::size_t chunks = std::min(threads, by_batch ? d.batch : tiles);
     const std::size_t bq = std::min(flash_tile_q, d.t_q), bk = std::min(flash_tile_k, d.t_k);
     const std::size_t q_size = d.t_q * d.d_k, k_size = d.t_k * d.d_k, v_size = d.t_k * d.d_v;
-    const std::size_t tile_size = (m_softcap > 0 ? 3 : 2) * bq * bk, parts = by_batch || chunks == 0 ? 0 : chunks - 1;
+    const std::size_t tile_size = (m_attrs.softcap > 0 ? 3 : 2) * bq * bk, parts = by_batch || chunks == 0 ? 0 : chunks - 1;
     // The scratch: D for each query row, two tiles per thread (three with a soft-cap), and the
     // grad_q parts.
     T* row_d = detail::thread_scratch<T, 1>(d.batch * d.t_q + chunks * tile_size + parts * q_size);
@@ -199,8 +186,8 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     T* grad_q = y[0]->data();
     T* grad_k = y[1]->data();
     T* grad_v = y[2]->data();
-    const T alpha = static_cast<T>(m_scale), cap = static_cast<T>(m_softcap);
-    const T inv_cap = m_softcap > 0 ? static_cast<T>(1.0 / m_softcap) : T(0);
+    const T alpha = static_cast<T>(m_attrs.scale), cap = static_cast<T>(m_attrs.softcap);
+    const T inv_cap = m_attrs.softcap > 0 ? static_cast<T>(1.0 / m_attrs.softcap) : T(0);
     // Key tiles [first, last) of batch index b, grad_q summed into gq, on chunk's scratch.
     const auto run = [&](std::size_t b, std::size_t first, std::size_t last, T* gq, std::size_t chunk) {
       T* p = tiles_scratch + chunk * tile_size;
@@ -241,8 +228,8 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const Node<T>& p = a.x[3].node();
     const std::optional<detail::FlashAttentionAttrs> of_p = p.is_leaf() ? std::nullopt : detail::flash_attention_attrs(*p.op);
     std::vector<Slot> inputs = {q.slot(), k.slot(), v.slot()};
-    if (m_mask.key_mask) inputs.push_back(a.x[7].slot());
-    if (!of_p || of_p->scale != m_scale || !(of_p->mask == m_mask) || of_p->softcap != m_softcap || a.x[4].id() != a.x[3].id() ||
+    if (m_attrs.mask.key_mask) inputs.push_back(a.x[7].slot());
+    if (!of_p || of_p->scale != m_attrs.scale || !(of_p->mask == m_attrs.mask) || of_p->softcap != m_attrs.softcap || a.x[4].id() != a.x[3].id() ||
         a.x[3].output() != 0 || a.x[4].output() != 1 || p.inputs != inputs) {
       throw error("flash_attention_vjp (node " + std::to_string(a.y.id()) + "): its second-order rule needs out and "
                   "lse to be the outputs of flash_attention of the same q, k, v, scale, mask and soft-cap; out is node " +
@@ -256,8 +243,8 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
     const Var<T> q1 = scale(q, 1.0);
     const Var<T> k1 = scale(k, 1.0);
     const Var<T> v1 = scale(v, 1.0);
-    Var<T> scores = matmul(scale(q1, m_scale), k1, false, true);
-    if (m_softcap > 0) scores = scale(tanh(scale(scores, 1.0 / m_softcap)), m_softcap);  // C tanh(s / C)
+    Var<T> scores = matmul(scale(q1, m_attrs.scale), k1, false, true);
+    if (m_attrs.softcap > 0) scores = scale(tanh(scale(scores, 1.0 / m_attrs.softcap)), m_attrs.softcap);  // C tanh(s / C)
     // The masks, as the composed attention: -inf before softmax. lse takes its own masked
     // scores, filled with the lowest finite value: its log_softmax's column 0 would be
     // -inf - (-inf) = NaN where key 0 is masked. The derivatives agree: exp(lowest - max) is 0,
@@ -267,11 +254,11 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
       logits = apply_mask(logits, allowed, -std::numeric_limits<double>::infinity());
       finite = apply_mask(finite, allowed, static_cast<double>(std::numeric_limits<T>::lowest()));
     };
-    if (m_mask.key_mask) mask_with(a.x[7]);
-    if (m_mask.causal) {
+    if (m_attrs.mask.key_mask) mask_with(a.x[7]);
+    if (m_attrs.mask.causal) {
       const detail::AttentionDims d = detail::attention_dims(q.shape(), k.shape(), v.shape());
-      const char* name = m_mask.window > 0 ? "sliding_window_mask" : "causal_mask";
-      mask_with(q.graph().constant(name, detail::causal_values<T>(d, m_mask.window)));  // (T_q, T_k)
+      const char* name = m_attrs.mask.window > 0 ? "sliding_window_mask" : "causal_mask";
+      mask_with(q.graph().constant(name, detail::causal_values<T>(d, m_attrs.mask.window)));  // (T_q, T_k)
     }
     const Var<T> out = matmul(softmax(logits, -1), v1);
     const Var<T> lse_column = slice(add(finite, scale(log_softmax(finite, -1), -1.0)), -1, 0, 1);  // s - log softmax(s)
@@ -300,9 +287,7 @@ class FlashAttentionVjpOp final : public OpFor<FlashAttentionVjpOp, 3> {
   }
 
  private:
-  double m_scale;
-  detail::FlashMaskAttrs m_mask;
-  double m_softcap;  // 0: none
+  detail::FlashAttentionAttrs m_attrs;
 };
 
 }  // namespace
@@ -316,16 +301,13 @@ FlashGrads<T> flash_attention_vjp(const Var<T>& q, const Var<T>& k, const Var<T>
     detail::check_one_graph<T>("flash_attention_vjp", {{"q", &q}, {"the key mask", &mask.key_mask}});
     x.push_back(mask.key_mask);
   }
-  const auto op = std::make_shared<FlashAttentionVjpOp>(scale, detail::FlashMaskAttrs::of(mask), softcap);
+  const auto op = std::make_shared<FlashAttentionVjpOp>(detail::FlashAttentionAttrs{scale, detail::FlashMaskAttrs::of(mask), softcap});
   const std::vector<Var<T>> grads = q.graph().apply_outputs(op, x);
   return {grads[0], grads[1], grads[2]};
 }
 
 std::shared_ptr<const Op> make_flash_attention_vjp_op(const JsonCursor& attrs) {
-  attrs.check_object({key_scale}, {detail::flash_key_causal, detail::flash_key_key_mask, detail::flash_key_window,
-                                   detail::flash_key_softcap});
-  return std::make_shared<FlashAttentionVjpOp>(attrs[key_scale].number(), detail::FlashMaskAttrs::read(attrs),
-                                               detail::read_softcap(attrs));
+  return std::make_shared<FlashAttentionVjpOp>(detail::FlashAttentionAttrs::read(attrs));
 }
 
 #define XGRAD_INSTANTIATE_FLASH_VJP(T)                                                                   \

@@ -11,16 +11,17 @@
 #include <string>
 #include <vector>
 
+#include <xgrad/graph/json.hpp>
 #include <xgrad/ops/flash_attention.hpp>
 #include <xgrad/ops/kernels/vector_math.hpp>
 
 namespace xgrad::detail {
 
-// Attribute keys of the masks, beside "scale", in the attrs of both ops.
+// Attribute keys of both ops: the scale, the masks and the soft-cap.
+inline constexpr const char* flash_key_scale = "scale";
 inline constexpr const char* flash_key_causal = "causal";
 inline constexpr const char* flash_key_key_mask = "key_mask";
 inline constexpr const char* flash_key_window = "window";
-// And of the soft-cap, beside them.
 inline constexpr const char* flash_key_softcap = "softcap";
 
 // The masks as attributes: causal or not, whether the key mask is the op's last input, and the
@@ -61,22 +62,6 @@ struct FlashMaskAttrs {
   }
 };
 
-// The soft-cap from attrs whose keys the factory checked: absent (0, none) or a number, which
-// the op's infer_shapes checks (check_attention_softcap).
-inline double read_softcap(const JsonCursor& attrs) {
-  const auto c = attrs.find(flash_key_softcap);
-  return c ? c->number() : 0.0;
-}
-
-// The attributes of a flash_attention op; nullopt for any other op (typed access for the VJP's
-// check that out and lse come from the same attention).
-struct FlashAttentionAttrs {
-  double scale;
-  FlashMaskAttrs mask;
-  double softcap;
-};
-std::optional<FlashAttentionAttrs> flash_attention_attrs(const Op& op);
-
 // The rule of a key-padding mask for batch axes B... and T_k keys: (B..., 1, T_k), rank >= 2,
 // each of its batch axes 1 or equal to B...'s (aligned on the right, fewer allowed).
 inline bool fits_key_mask(const Shape& mask, const Shape& batch_axes, std::size_t t_k) {
@@ -99,6 +84,42 @@ inline void check_key_mask(const Shape& mask, const Shape& q, const Shape& k, co
               ": fused attention supports (B..., 1, T_k): a key-padding mask broadcasting to " + shape_str(expected) +
               " (each batch axis 1 or equal); other masks need the composed attention");
 }
+
+// The attributes of flash_attention and flash_attention_vjp alike: the scale, the masks and the
+// soft-cap (0: none). As JSON {"scale": s} and the masks' and the soft-cap's keys when set.
+struct FlashAttentionAttrs {
+  double scale;
+  FlashMaskAttrs mask;
+  double softcap;
+
+  // From an op's attrs: "scale" a number, the others absent or as FlashMaskAttrs::read and a
+  // number; other keys refused. The values are checked by check() (an import names the node).
+  static FlashAttentionAttrs read(const JsonCursor& attrs) {
+    attrs.check_object({flash_key_scale}, {flash_key_causal, flash_key_key_mask, flash_key_window, flash_key_softcap});
+    const auto softcap = attrs.find(flash_key_softcap);
+    return {attrs[flash_key_scale].number(), FlashMaskAttrs::read(attrs), softcap ? softcap->number() : 0.0};
+  }
+  Json json() const {
+    Json attrs = {{flash_key_scale, scale}};
+    mask.write(attrs);
+    if (softcap > 0) attrs[flash_key_softcap] = softcap;
+    return attrs;
+  }
+  // Both ops' checks of their inputs x: q, k, v (x[0], x[1], x[2]) and, with a key mask, x[at]:
+  // throws xgrad::error for a scale, soft-cap or mask attribute not allowed, or shapes that do
+  // not fit. Returns the attention's dims.
+  AttentionDims check(const std::vector<Shape>& x, std::size_t mask_at) const {
+    check_attention_scale(scale);
+    check_attention_softcap(softcap);
+    mask.check();
+    const AttentionDims d = attention_dims(x[0], x[1], x[2]);
+    if (mask.key_mask) check_key_mask(x[mask_at], x[0], x[1], d);
+    return d;
+  }
+};
+// The attributes of a flash_attention op; nullopt for any other op (typed access for the VJP's
+// check that out and lse come from the same attention).
+std::optional<FlashAttentionAttrs> flash_attention_attrs(const Op& op);
 
 // The keys [0, end) that the causal mask lets query rows [i0, i0 + bq) attend:
 // end = i0 + bq + T_k - T_q, within [0, T_k].

@@ -21,26 +21,18 @@
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
-#include <xgrad/ops/mean.hpp>
+#include <xgrad/ops/norm_rows.hpp>
 #include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_eps = "eps";
-
-void check_eps(double eps) {
-  if (!(eps >= 0) || !std::isfinite(eps)) {
-    throw error("layer_norm: eps must be finite and >= 0, got " + number_str(eps));
-  }
-}
-
 class LayerNormOp final : public OpFor<LayerNormOp, 3> {
  public:
-  explicit LayerNormOp(double eps) : m_eps(eps) { check_eps(eps); }
+  explicit LayerNormOp(double eps) : m_eps(eps) { detail::check_norm_eps(eps, "layer_norm"); }
 
   std::string name() const override { return "layer_norm"; }
   // ONNX: in float32 one LayerNormalization node (axis -1; Y, Mean, InvStdDev are the three
@@ -52,7 +44,7 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
       return e.emit("LayerNormalization", {x, n.inputs[1], n.inputs[2]},
                     {{"axis", std::int64_t{-1}}, {"epsilon", m_eps}}, 3);
     }
-    const std::vector<OnnxAttr> last = {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", std::int64_t{1}}};
+    const std::vector<OnnxAttr>& last = detail::onnx_last_axis();
     const std::string mean = e.op("ReduceMean", {x}, last);
     const std::string centred = e.op("Sub", {x, mean});
     const std::string var = e.op("ReduceMean", {e.op("Mul", {centred, centred})}, last);
@@ -61,21 +53,11 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
     return {y, mean, rstd};
   }
   std::size_t arity() const override { return 3; }
-  Json attrs() const override { return {{key_eps, m_eps}}; }
+  Json attrs() const override { return {{"eps", m_eps}}; }  // read_norm_eps reads it back
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
-    const Shape& s = x[0];
-    if (s.empty() || s.back() == 0) {
-      throw error("normalises the last axis, of at least 1 element: x is " + shape_str(s));
-    }
-    const Shape d = {s.back()};
-    if (x[1] != d || x[2] != d) {
-      throw error("gamma " + shape_str(x[1]) + " and beta " + shape_str(x[2]) + " must be " + shape_str(d) +
-                  ", the last axis of x " + shape_str(s));
-    }
-    Shape stats = s;
-    stats.back() = 1;
-    return {s, stats, stats};
+    const Shape stats = detail::norm_stats_shape(x[0], {{"gamma", x[1]}, {"beta", x[2]}});
+    return {x[0], stats, stats};
   }
 
   // Three passes over x (mean, variance, y) and the reads of gamma and beta per row.
@@ -145,9 +127,7 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
 // The shapes layer_norm_vjp takes: x (..., d), gamma (d), mean and rstd (..., 1), g as x.
 void check_vjp_shapes(const std::vector<Shape>& x) {
   const Shape& s = x[0];
-  if (s.empty() || s.back() == 0) throw error("normalises the last axis, of at least 1 element: x is " + shape_str(s));
-  Shape stats = s;
-  stats.back() = 1;
+  const Shape stats = detail::norm_stats_shape(s);
   if (x[1] != Shape{s.back()} || x[2] != stats || x[3] != stats || x[4] != s) {
     throw error("x " + shape_str(s) + " needs gamma " + shape_str(Shape{s.back()}) + ", mean and rstd " +
                 shape_str(stats) + " and grad_y " + shape_str(s) + "; got gamma " + shape_str(x[1]) + ", mean " +
@@ -165,7 +145,7 @@ class LayerNormVjpOp final : public OpFor<LayerNormVjpOp, 3> {
                       &g = n.inputs[4];
     const auto mul = [&](const std::string& a, const std::string& b) { return e.op("Mul", {a, b}); };
     const auto sub = [&](const std::string& a, const std::string& b) { return e.op("Sub", {a, b}); };
-    const std::vector<OnnxAttr> last = {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", std::int64_t{1}}};
+    const std::vector<OnnxAttr>& last = detail::onnx_last_axis();
     const std::string xhat = mul(sub(x, mean), rstd);
     const std::string gy = mul(g, gamma);
     const std::string a = e.op("ReduceMean", {gy}, last);
@@ -266,11 +246,7 @@ Var<T> layer_norm(const Var<T>& x, const Var<T>& gamma, const Var<T>& beta, doub
 }
 
 std::shared_ptr<const Op> make_layer_norm_op(const JsonCursor& attrs) {
-  attrs.check_object({key_eps});
-  const JsonCursor c = attrs[key_eps];
-  const double eps = c.number();
-  if (!(eps >= 0) || !std::isfinite(eps)) c.fail("expected a finite number >= 0, got " + number_str(eps));
-  return std::make_shared<LayerNormOp>(eps);
+  return std::make_shared<LayerNormOp>(detail::read_norm_eps(attrs));
 }
 
 template <class T>

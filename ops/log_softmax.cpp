@@ -10,6 +10,7 @@
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
+#include <xgrad/ops/op_forms.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/sum.hpp>
@@ -17,9 +18,6 @@
 namespace xgrad {
 
 namespace {
-
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_axis = "axis";
 
 // One row of n elements at stride `stride`: a max pass, an exp-and-sum pass (y as scratch), a
 // subtract pass.
@@ -35,47 +33,29 @@ void log_softmax_row(const T* x, T* y, std::size_t n, std::size_t stride) {
   detail::row_shift(x, -max - log_sum, y, n, stride);
 }
 
-class LogSoftmaxOp final : public OpFor<LogSoftmaxOp> {
+class LogSoftmaxOp final : public RowOp<LogSoftmaxOp> {
  public:
-  explicit LogSoftmaxOp(long axis) : m_axis(axis) {}
+  using RowOp::RowOp;
 
   std::string name() const override { return "log_softmax"; }
   // ONNX: (x - m) - Log(Max(sum, 1)) from onnx_exp_rows: -inf on a row of only -inf, where
   // ONNX's LogSoftmax gives NaN.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    const OnnxExpRows rows = onnx_exp_rows(e, n.inputs[0], onnx_axis(m_axis, n.input_shapes[0].size()));
+    const OnnxExpRows rows = onnx_exp_rows(e, n.inputs[0], onnx_axis(axis(), n.input_shapes[0].size()));
     const std::string log_sum = e.op("Log", {e.op("Max", {rows.sum, e.scalar(1)})});
     return {e.op("Sub", {e.op("Sub", {n.inputs[0], rows.m}), log_sum})};
   }
-  std::size_t arity() const override { return 1; }
-  Json attrs() const override { return {{key_axis, m_axis}}; }
-  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return detail::row_pass_work(Op::work(x, y), x[0], m_axis);
-  }
-
-  Shape infer_shape(const std::vector<Shape>& x) const override {
-    detail::nonempty_axis(m_axis, x[0], "log_softmax");
-    return x[0];
-  }
 
   template <class T>
-  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const T* src = x[0]->data();
-    T* dst = y.data();
-    detail::parallel_for_each_row(shape_of(y), m_axis,
-                                  [&](std::size_t offset, std::size_t n, std::size_t stride) {
-                                    log_softmax_row(src + offset, dst + offset, n, stride);
-                                  });
+  static void row(const T* x, T* y, std::size_t n, std::size_t stride) {
+    log_softmax_row(x, y, n, stride);
   }
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    const Var<T> p = softmax(v.x[0], m_axis);
-    return {add(v.grad_out, scale(mul(p, sum(v.grad_out, {m_axis}, true)), -1.0))};
+    const Var<T> p = softmax(v.x[0], axis());
+    return {add(v.grad_out, scale(mul(p, sum(v.grad_out, {axis()}, true)), -1.0))};
   }
-
- private:
-  long m_axis;
 };
 
 }  // namespace
@@ -85,10 +65,7 @@ Var<T> log_softmax(const Var<T>& x, long axis) {
   return x.graph().apply(std::make_shared<LogSoftmaxOp>(axis), {x});
 }
 
-std::shared_ptr<const Op> make_log_softmax_op(const JsonCursor& attrs) {
-  attrs.check_object({key_axis});
-  return std::make_shared<LogSoftmaxOp>(attrs[key_axis].integer());
-}
+std::shared_ptr<const Op> make_log_softmax_op(const JsonCursor& attrs) { return LogSoftmaxOp::from_attrs(attrs); }
 
 template Var<float> log_softmax(const Var<float>&, long);
 template Var<double> log_softmax(const Var<double>&, long);

@@ -67,8 +67,8 @@ class PadOp final : public OpFor<PadOp> {
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    const auto& s = v.x[0].value().shape();
-    const std::size_t n = s[detail::normalize_axis(m_axis, Shape(s.begin(), s.end()))];
+    const Shape s = shape_of(v.x[0]);
+    const std::size_t n = s[detail::normalize_axis(m_axis, s)];
     return {slice(v.grad_out, m_axis, m_before, m_before + n)};
   }
 

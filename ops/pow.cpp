@@ -7,28 +7,25 @@
 
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/op_forms.hpp>
 #include <xgrad/ops/scale.hpp>
 
 namespace xgrad {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_exponent = "exponent";
-
-class PowOp final : public OpFor<PowOp> {
+class PowOp final : public AttrOp<PowOp, double> {
  public:
-  explicit PowOp(double p) : m_p(p) {
+  static constexpr const char* key = "exponent";
+  explicit PowOp(double p) : AttrOp(p) {
     if (!std::isfinite(p)) throw error("pow: the exponent must be finite, got " + number_str(p));
   }
 
   std::string name() const override { return "pow"; }
   // ONNX: Pow of x and the exponent, a scalar initializer of the graph's float type.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    return {e.op("Pow", {n.inputs[0], e.scalar(m_p)})};
+    return {e.op("Pow", {n.inputs[0], e.scalar(m_value)})};
   }
-  std::size_t arity() const override { return 1; }
-  Json attrs() const override { return {{key_exponent, m_p}}; }
   bool overwrites_input(std::size_t) const override { return true; }  // element by element
   // A libm call an element (std::pow: about as long as tanh here), none for PyTorch's forms.
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
@@ -41,8 +38,8 @@ class PowOp final : public OpFor<PowOp> {
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
     const T* src = x[0]->data();
     T* dst = y.data();
-    const T p = static_cast<T>(m_p);
-    const double e = m_p;
+    const T p = static_cast<T>(m_value);
+    const double e = m_value;
     // PyTorch's forms (torch.pow(x, p), aten/src/ATen/native/cpu/PowKernel.cpp): the same bits
     // as torch, and a pass at memory speed rather than a libm call an element.
     detail::parallel_rows(y.size(), 16, [src, dst, p, e](std::size_t begin, std::size_t end) {
@@ -62,20 +59,19 @@ class PowOp final : public OpFor<PowOp> {
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
     const Var<T>& x = v.x[0];
-    if (m_p == 0) return {zeros_like(x)};
-    if (m_p == 1) return {v.grad_out};
-    return {mul(v.grad_out, scale(pow(x, m_p - 1), m_p))};
+    if (m_value == 0) return {zeros_like(x)};
+    if (m_value == 1) return {v.grad_out};
+    return {mul(v.grad_out, scale(pow(x, m_value - 1), m_value))};
   }
 
  private:
-  // p is one of the exponents PyTorch computes without pow: 2, 3, -2, 0.5, -0.5, -1.
+  // The exponent is one of those PyTorch computes without pow: 2, 3, -2, 0.5, -0.5, -1.
   bool special() const {
     for (const double e : {2.0, 3.0, -2.0, 0.5, -0.5, -1.0}) {
-      if (m_p == e) return true;
+      if (m_value == e) return true;
     }
     return false;
   }
-  double m_p;
 };
 
 }  // namespace
@@ -86,8 +82,8 @@ Var<T> pow(const Var<T>& x, double p) {
 }
 
 std::shared_ptr<const Op> make_pow_op(const JsonCursor& attrs) {
-  attrs.check_object({key_exponent});
-  const JsonCursor c = attrs[key_exponent];
+  attrs.check_object({PowOp::key});
+  const JsonCursor c = attrs[PowOp::key];
   const double p = c.number();
   if (!std::isfinite(p)) c.fail("expected a finite number, got " + number_str(p));
   return std::make_shared<PowOp>(p);

@@ -7,25 +7,22 @@
 
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/op_forms.hpp>
 
 namespace xgrad {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_shape = "shape";
-
-class ReshapeOp final : public OpFor<ReshapeOp> {
+class ReshapeOp final : public AttrOp<ReshapeOp, Shape> {
  public:
-  explicit ReshapeOp(Shape shape) : m_shape(std::move(shape)) {}
+  static constexpr const char* key = "shape";
+  using AttrOp::AttrOp;
 
   std::string name() const override { return "reshape"; }
   // ONNX: Reshape to the shape, a 0 in it meaning 0 (allowzero).
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    return {e.op("Reshape", {n.inputs[0], e.int64s(onnx_dims(m_shape))}, {{"allowzero", std::int64_t{1}}})};
+    return {e.op("Reshape", {n.inputs[0], e.int64s(onnx_dims(m_value))}, {{"allowzero", std::int64_t{1}}})};
   }
-  std::size_t arity() const override { return 1; }
-  Json attrs() const override { return {{key_shape, m_shape}}; }
   // Over its input, a lean replay's reshape copies nothing.
   bool overwrites_input(std::size_t) const override { return true; }
   // A lean replay's view: x's elements in order, read in the new shape; none of a view whose
@@ -38,11 +35,11 @@ class ReshapeOp final : public OpFor<ReshapeOp> {
   }
 
   Shape infer_shape(const std::vector<Shape>& x) const override {
-    if (!bounded_size(m_shape) || shape_size(m_shape) != shape_size(x[0])) {
-      throw error("x " + shape_str(x[0]) + " has " + std::to_string(shape_size(x[0])) + " elements, " + shape_str(m_shape) +
-                  " holds " + (bounded_size(m_shape) ? std::to_string(shape_size(m_shape)) : std::string("too many")));
+    if (!bounded_size(m_value) || shape_size(m_value) != shape_size(x[0])) {
+      throw error("x " + shape_str(x[0]) + " has " + std::to_string(shape_size(x[0])) + " elements, " + shape_str(m_value) +
+                  " holds " + (bounded_size(m_value) ? std::to_string(shape_size(m_value)) : std::string("too many")));
     }
-    return m_shape;
+    return m_value;
   }
 
   template <class T>
@@ -52,12 +49,8 @@ class ReshapeOp final : public OpFor<ReshapeOp> {
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    const auto& s = v.x[0].value().shape();
-    return {reshape(v.grad_out, Shape(s.begin(), s.end()))};
+    return {reshape(v.grad_out, shape_of(v.x[0]))};
   }
-
- private:
-  Shape m_shape;
 };
 
 }  // namespace
@@ -67,10 +60,7 @@ Var<T> reshape(const Var<T>& x, const Shape& shape) {
   return x.graph().apply(std::make_shared<ReshapeOp>(shape), {x});
 }
 
-std::shared_ptr<const Op> make_reshape_op(const JsonCursor& attrs) {
-  attrs.check_object({key_shape});
-  return std::make_shared<ReshapeOp>(attrs[key_shape].shape());
-}
+std::shared_ptr<const Op> make_reshape_op(const JsonCursor& attrs) { return ReshapeOp::from_attrs(attrs); }
 
 template Var<float> reshape(const Var<float>&, const Shape&);
 template Var<double> reshape(const Var<double>&, const Shape&);

@@ -18,60 +18,33 @@
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
-#include <xgrad/ops/mean.hpp>
+#include <xgrad/ops/norm_rows.hpp>
 #include <xgrad/ops/scale.hpp>
+#include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_eps = "eps";
-
-void check_eps(double eps) {
-  if (!(eps >= 0) || !std::isfinite(eps)) {
-    throw error("rms_norm: eps must be finite and >= 0, got " + number_str(eps));
-  }
-}
-
-// x (..., d) with d >= 1: what both ops normalise.
-void check_rows(const Shape& s) {
-  if (s.empty() || s.back() == 0) throw error("normalises the last axis, of at least 1 element: x is " + shape_str(s));
-}
-
-// ONNX's ReduceMean over the last axis, kept (opset 17: axes an attribute).
-const std::vector<OnnxAttr>& onnx_last_axis() {
-  static const std::vector<OnnxAttr> last = {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", std::int64_t{1}}};
-  return last;
-}
-
 class RmsNormOp final : public OpFor<RmsNormOp, 2> {
  public:
-  explicit RmsNormOp(double eps) : m_eps(eps) { check_eps(eps); }
+  explicit RmsNormOp(double eps) : m_eps(eps) { detail::check_norm_eps(eps, "rms_norm"); }
 
   std::string name() const override { return "rms_norm"; }
   // ONNX: RMSNormalization is opset 23, above the export's 17: its expanded form, rstd =
   // 1 / sqrt(ReduceMean(x x) + eps) and y = x rstd gamma, rstd the second output.
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
     const std::string& x = n.inputs[0];
-    const std::string ms = e.op("ReduceMean", {e.op("Mul", {x, x})}, onnx_last_axis());
+    const std::string ms = e.op("ReduceMean", {e.op("Mul", {x, x})}, detail::onnx_last_axis());
     const std::string rstd = e.op("Div", {e.scalar(1), e.op("Sqrt", {e.op("Add", {ms, e.scalar(m_eps)})})});
     return {e.op("Mul", {e.op("Mul", {x, rstd}), n.inputs[1]}), rstd};
   }
   std::size_t arity() const override { return 2; }
-  Json attrs() const override { return {{key_eps, m_eps}}; }
+  Json attrs() const override { return {{"eps", m_eps}}; }  // read_norm_eps reads it back
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
-    const Shape& s = x[0];
-    check_rows(s);
-    const Shape d = {s.back()};
-    if (x[1] != d) {
-      throw error("gamma " + shape_str(x[1]) + " must be " + shape_str(d) + ", the last axis of x " + shape_str(s));
-    }
-    Shape stats = s;
-    stats.back() = 1;
-    return {s, stats};
+    return {x[0], detail::norm_stats_shape(x[0], {{"gamma", x[1]}})};
   }
 
   // Two passes over x (the sum of squares, then y) and the read of gamma per row.
@@ -128,9 +101,7 @@ class RmsNormOp final : public OpFor<RmsNormOp, 2> {
 // The shapes rms_norm_vjp takes: x (..., d), gamma (d), rstd (..., 1), g as x.
 void check_vjp_shapes(const std::vector<Shape>& x) {
   const Shape& s = x[0];
-  check_rows(s);
-  Shape stats = s;
-  stats.back() = 1;
+  const Shape stats = detail::norm_stats_shape(s);
   if (x[1] != Shape{s.back()} || x[2] != stats || x[3] != s) {
     throw error("x " + shape_str(s) + " needs gamma " + shape_str(Shape{s.back()}) + ", rstd " + shape_str(stats) +
                 " and grad_y " + shape_str(s) + "; got gamma " + shape_str(x[1]) + ", rstd " + shape_str(x[2]) +
@@ -148,7 +119,7 @@ class RmsNormVjpOp final : public OpFor<RmsNormVjpOp, 2> {
     const auto mul = [&](const std::string& a, const std::string& b) { return e.op("Mul", {a, b}); };
     const std::string xhat = mul(x, rstd);
     const std::string gy = mul(g, gamma);
-    const std::string b = e.op("ReduceMean", {mul(gy, xhat)}, onnx_last_axis());
+    const std::string b = e.op("ReduceMean", {mul(gy, xhat)}, detail::onnx_last_axis());
     const std::string grad_x = mul(rstd, e.op("Sub", {gy, mul(xhat, b)}));
     const std::size_t rank = n.input_shapes[0].size();
     const std::string gxhat = mul(g, xhat);
@@ -231,11 +202,7 @@ Var<T> rms_norm(const Var<T>& x, const Var<T>& gamma, double eps) {
 }
 
 std::shared_ptr<const Op> make_rms_norm_op(const JsonCursor& attrs) {
-  attrs.check_object({key_eps});
-  const JsonCursor c = attrs[key_eps];
-  const double eps = c.number();
-  if (!(eps >= 0) || !std::isfinite(eps)) c.fail("expected a finite number >= 0, got " + number_str(eps));
-  return std::make_shared<RmsNormOp>(eps);
+  return std::make_shared<RmsNormOp>(detail::read_norm_eps(attrs));
 }
 
 template <class T>

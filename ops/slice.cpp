@@ -64,8 +64,8 @@ class SliceOp final : public OpFor<SliceOp> {
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    const auto& s = v.x[0].value().shape();
-    const std::size_t n = s[detail::normalize_axis(m_axis, Shape(s.begin(), s.end()))];
+    const Shape s = shape_of(v.x[0]);
+    const std::size_t n = s[detail::normalize_axis(m_axis, s)];
     return {pad(v.grad_out, m_axis, m_begin, n - m_end)};
   }
 

@@ -8,6 +8,7 @@
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
+#include <xgrad/ops/op_forms.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
 
 namespace xgrad {
@@ -47,48 +48,26 @@ std::string onnx_softmax(OnnxEmitter& e, const std::string& x, std::int64_t axis
 
 namespace {
 
-// Attribute keys, for attrs() and the factory alike.
-constexpr const char* key_axis = "axis";
-
-class SoftmaxOp final : public OpFor<SoftmaxOp> {
+class SoftmaxOp final : public RowOp<SoftmaxOp> {
  public:
-  explicit SoftmaxOp(long axis) : m_axis(axis) {}
+  using RowOp::RowOp;
 
   std::string name() const override { return "softmax"; }
-  std::size_t arity() const override { return 1; }
   bool overwrites_input(std::size_t) const override { return true; }  // the row is read before it is written
-  Json attrs() const override { return {{key_axis, m_axis}}; }
-  long axis() const { return m_axis; }
   // ONNX: onnx_softmax (a row of only -inf gives zeros, where ONNX's Softmax gives NaN).
   std::vector<std::string> to_onnx(OnnxEmitter& e, const OnnxNode& n) const override {
-    return {onnx_softmax(e, n.inputs[0], onnx_axis(m_axis, n.input_shapes[0].size()))};
-  }
-  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return detail::row_pass_work(Op::work(x, y), x[0], m_axis);
-  }
-
-  Shape infer_shape(const std::vector<Shape>& x) const override {
-    detail::nonempty_axis(m_axis, x[0], "softmax");
-    return x[0];
+    return {onnx_softmax(e, n.inputs[0], onnx_axis(axis(), n.input_shapes[0].size()))};
   }
 
   template <class T>
-  void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
-    const T* src = x[0]->data();
-    T* dst = y.data();
-    detail::parallel_for_each_row(shape_of(y), m_axis,
-                                  [&](std::size_t offset, std::size_t n, std::size_t stride) {
-                                    detail::softmax_row(src + offset, dst + offset, n, stride);
-                                  });
+  static void row(const T* x, T* y, std::size_t n, std::size_t stride) {
+    detail::softmax_row(x, y, n, stride);
   }
 
   template <class T>
   std::vector<Var<T>> run_vjp(const VjpArgs<T>& v) const {
-    return {softmax_vjp(v.y, v.grad_out, m_axis)};
+    return {softmax_vjp(v.y, v.grad_out, axis())};
   }
-
- private:
-  long m_axis;
 };
 
 }  // namespace
@@ -103,10 +82,7 @@ std::optional<long> softmax_axis(const Op& op) {
   return softmax ? std::optional<long>(softmax->axis()) : std::nullopt;
 }
 
-std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs) {
-  attrs.check_object({key_axis});
-  return std::make_shared<SoftmaxOp>(attrs[key_axis].integer());
-}
+std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs) { return SoftmaxOp::from_attrs(attrs); }
 
 template Var<float> softmax(const Var<float>&, long);
 template Var<double> softmax(const Var<double>&, long);

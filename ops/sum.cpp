@@ -7,7 +7,6 @@
 #include <xgrad/ops/sum.hpp>
 
 #include <xgrad/graph/shape.hpp>
-#include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/reshape.hpp>

@@ -54,18 +54,6 @@ bool fold_binary_op(NodeReader<T>& r) {
   return true;
 }
 
-// The ONNX ops that are one xgrad elementwise row each.
-template <class T>
-bool build_row(NodeReader<T>& r) {
-  static const std::map<std::string, Var<T> (*)(const Var<T>&)> rows = {
-      {"Neg", &neg<T>},   {"Exp", &exp<T>}, {"Log", &log<T>},   {"Sqrt", &sqrt<T>},
-      {"Tanh", &tanh<T>}, {"Erf", &erf<T>}, {"Relu", &relu<T>}, {"Sin", &sin<T>},
-      {"Cos", &cos<T>},   {"Sigmoid", &sigmoid<T>}, {"Reciprocal", &reciprocal<T>},
-      {"Abs", &xgrad::abs<T>}};
-  r.set_output(0, rows.at(r.op())(r.var(0)));
-  return true;
-}
-
 // Neg and Abs of values known at import.
 template <class T>
 bool fold_sign(NodeReader<T>& r) {
@@ -74,6 +62,41 @@ bool fold_sign(NodeReader<T>& r) {
   else visit(t, [](auto& a) { a = xt::abs(a); });
   r.set_output(0, std::move(t), r.any_from_int_input());
   return true;
+}
+
+}  // namespace
+
+// One line per ONNX op that is a row (lib/onnx/reader.hpp).
+template <class T>
+const std::vector<RowImport<T>>& row_imports() {
+  static const std::vector<RowImport<T>> rows = {
+      {"Neg", 1, &neg<T>, fold_sign<T>},
+      {"Abs", 1, &xgrad::abs<T>, fold_sign<T>},
+      {"Exp", 1, &exp<T>, nullptr},
+      {"Log", 1, &log<T>, nullptr},
+      {"Sqrt", 1, &sqrt<T>, nullptr},
+      {"Tanh", 1, &tanh<T>, nullptr},
+      {"Relu", 1, &relu<T>, nullptr},
+      {"Sigmoid", 1, &sigmoid<T>, nullptr},
+      {"Reciprocal", 1, &reciprocal<T>, nullptr},
+      {"Sin", 7, &sin<T>, nullptr},
+      {"Cos", 7, &cos<T>, nullptr},
+      {"Erf", 9, &erf<T>, nullptr},
+  };
+  return rows;
+}
+
+namespace {
+
+template <class T>
+bool build_row(NodeReader<T>& r) {
+  for (const RowImport<T>& row : row_imports<T>()) {
+    if (r.op() == row.op_type) {
+      r.set_output(0, row.row(r.var(0)));
+      return true;
+    }
+  }
+  r.fail("is not an elementwise row's op");  // elementwise_rules gives build_row to rows alone
 }
 
 // log(1 + e^x) as relu(x) + log(1 + e^-|x|), without overflow. |x| is max(x, -x) here, not the
@@ -249,9 +272,6 @@ std::vector<ImportRule<T>> elementwise_rules() {
       {"Min", 1, {}, build_variadic<T>, fold_binary_op<T>, 0},
       {"Sum", 1, {}, build_variadic<T>, nullptr, 0},
       {"Mean", 1, {}, build_variadic<T>, nullptr, 0},
-      {"Neg", 1, {}, build_row<T>, fold_sign<T>, 0},
-      {"Abs", 1, {}, build_row<T>, fold_sign<T>, 0},
-      {"Erf", 9, {}, build_row<T>, nullptr, 0},
       {"Softplus", 1, {}, build_softplus<T>, nullptr, 0},
       {"Softsign", 1, {}, build_softsign<T>, nullptr, 0},
       {"LeakyRelu", 1, {}, build_leaky_relu<T>, nullptr, 0},
@@ -265,15 +285,14 @@ std::vector<ImportRule<T>> elementwise_rules() {
       {"Clip", 1, {}, build_clip<T>, nullptr, 0},
       {"Pow", 1, {1}, build_pow<T>, nullptr, legacy_broadcast},
   };
-  for (const char* op : {"Exp", "Log", "Sqrt", "Tanh", "Relu", "Sigmoid", "Reciprocal"}) {
-    rules.push_back({op, 1, {}, build_row<T>, nullptr, 0});
-  }
-  for (const char* op : {"Sin", "Cos"}) rules.push_back({op, 7, {}, build_row<T>, nullptr, 0});
+  for (const RowImport<T>& row : row_imports<T>()) rules.push_back({row.op_type, row.since, {}, build_row<T>, row.fold, 0});
   return rules;
 }
 
 template OnnxTensor fold_binary(const NodeReader<float>&, const std::string&, OnnxTensor, OnnxTensor);
 template OnnxTensor fold_binary(const NodeReader<double>&, const std::string&, OnnxTensor, OnnxTensor);
+template const std::vector<RowImport<float>>& row_imports<float>();
+template const std::vector<RowImport<double>>& row_imports<double>();
 template std::vector<ImportRule<float>> elementwise_rules<float>();
 template std::vector<ImportRule<double>> elementwise_rules<double>();
 

@@ -12,7 +12,6 @@
 #include <xgrad/ops/layer_norm.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
-#include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/permute.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum.hpp>

@@ -120,6 +120,20 @@ struct ImportRule {
   unsigned flags;
 };
 
+// The ONNX ops that are one xgrad elementwise row each (ops/elementwise.def), one line each in
+// lib/onnx/elementwise.cpp: the op type, the first opset of ai.onnx that has it as the row
+// computes it, the row's function, and the fold of values known at import (or none).
+// elementwise_rules gives each its rule.
+template <class T>
+struct RowImport {
+  const char* op_type;
+  std::int64_t since;
+  Var<T> (*row)(const Var<T>&);
+  bool (*fold)(NodeReader<T>&);
+};
+template <class T>
+const std::vector<RowImport<T>>& row_imports();
+
 // The rules of each family, and every rule by op type (lib/onnx/rules.cpp; throws if an op type
 // has two rules).
 template <class T> std::vector<ImportRule<T>> elementwise_rules();

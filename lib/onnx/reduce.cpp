@@ -7,7 +7,6 @@
 #include <xgrad/lib/format.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/log_softmax.hpp>
-#include <xgrad/ops/mean.hpp>
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/softmax.hpp>
 #include <xgrad/ops/sum.hpp>

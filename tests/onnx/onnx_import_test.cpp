@@ -15,6 +15,7 @@
 #include <xtensor/xmanipulation.hpp>
 #include <xtensor/xview.hpp>
 
+#include <xgrad/lib/onnx/reader.hpp>
 #include <xgrad/lib/onnx_import.hpp>
 #include <xgrad/xgrad.hpp>
 
@@ -349,6 +350,35 @@ BOOST_AUTO_TEST_CASE(every_input_of_an_op_is_data_unless_it_is_read_at_import) {
         g->replay();
         BOOST_TEST(grad(i) == fd, boost::test_tools::tolerance(1e-6));
       }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_row_import_builds_its_row_with_its_gradient) {
+  // Each line of the importer's row table (lib/onnx/elementwise.cpp): y = op(w) for a weight w
+  // imports as one node of the row's op, whose value and d sum(y) / dw are those of the row
+  // built directly (ONNX's node tests hold the op to ONNX's values: tests/onnx/node_tests.cpp).
+  const auto& rows = onnx_rules::row_imports<double>();
+  BOOST_TEST(rows.size() >= 12u);
+  for (const auto& row : rows) {
+    BOOST_TEST_CONTEXT(row.op_type) {
+      const xt::xarray<double> w0{0.25, 0.5, 1.0, 1.5, 2.0};  // in every row's domain
+      auto m = test::empty_model({});
+      test::add_initializer(m, "w", {0.25f, 0.5f, 1.0f, 1.5f, 2.0f});
+      test::add_node(m, row.op_type, {"w"}, {"y"});
+      OnnxImportOptions o;
+      o.gradients = true;
+      std::unique_ptr<Graph<double>> g;
+      BOOST_REQUIRE_NO_THROW(g = import_onnx_bytes<double>(m.SerializeAsString(), "m.onnx", o));
+      Graph<double> direct;
+      const auto w = direct.parameter("w", w0);
+      const auto y = row.row(w);
+      const Var<double> imported = g->var(g->outputs().at("y"));
+      BOOST_TEST(imported.node().op_name() == y.node().op_name());
+      BOOST_TEST(imported.value() == y.value());
+      BOOST_TEST_REQUIRE(g->grads().count("w") == 1u);
+      BOOST_TEST(g->var(g->grads().at("w")).value() == grad(xgrad::sum(y), {w})[0].value());
+      check_gradients(xgrad::sum(y), {w});
     }
   }
 }

@@ -1,61 +1,12 @@
 // The fused attention (flash_attention, flash_attention_vjp) against the composed graph, the
 // documented example, finite differences, export and replay, and its errors.
-#include "../check.hpp"
-
-#include <xtensor/xmath.hpp>
-#include <xtensor/xview.hpp>
-
-#include <xgrad/graph/backward.hpp>
-#include <xgrad/lib/onnx_export.hpp>
-#include <xgrad/lib/onnx_import.hpp>
-#include <xgrad/ops/kernels/parallel.hpp>
+#include "flash_reference.hpp"
 
 namespace {
 
-struct Case {
-  Shape batch;
-  std::size_t t_q, t_k, d_k, d_v;
-  double stddev;  // of q and k: 1 gives moderate scores, 3 saturated rows
-};
-
-Shape with(Shape batch, std::size_t rows, std::size_t cols) {
-  batch.push_back(rows);
-  batch.push_back(cols);
-  return batch;
-}
-
-std::string str(const Case& c) {
-  return "batch " + shape_str(c.batch) + ", T_q " + std::to_string(c.t_q) + ", T_k " + std::to_string(c.t_k) + ", d_k " +
-         std::to_string(c.d_k) + ", d_v " + std::to_string(c.d_v) + ", stddev " + std::to_string(c.stddev);
-}
-
-// max |a - b| / max |b|, or max |a - b| when b is all zero.
-template <class T>
-double relative_error(const xt::xarray<T>& a, const xt::xarray<T>& b) {
-  BOOST_TEST_REQUIRE(shapes_equal(a.shape(), b.shape()));
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - static_cast<double>(b.data()[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-// relative_error of the finite elements, where a and b have the same infinities (else +inf);
-// NaN anywhere gives NaN.
-template <class T>
-double relative_error_with_infinities(const xt::xarray<T>& a, const xt::xarray<T>& b) {
-  if (xt::any(xt::isnan(a)) || xt::any(xt::isnan(b))) return std::nan("");
-  if (!(xt::isinf(a) == xt::isinf(b)) || !(xt::where(xt::isinf(a), a, T(0)) == xt::where(xt::isinf(b), b, T(0)))) {
-    return std::numeric_limits<double>::infinity();
-  }
-  const auto finite = [](const xt::xarray<T>& x) { return xt::xarray<T>(xt::where(xt::isinf(x), T(0), x)); };
-  return relative_error(finite(a), finite(b));
-}
-
 // out and the gradients of sum(r * out) of both implementations, in one graph each.
 template <class T>
-void check_agreement(const Case& c, std::uint64_t seed, double tol) {
+void check_agreement(const FlashCase& c, std::uint64_t seed, double tol) {
   const Shape qs = with(c.batch, c.t_q, c.d_k), ks = with(c.batch, c.t_k, c.d_k), vs = with(c.batch, c.t_k, c.d_v);
   const xt::xarray<T> qv = random_array<T>(qs, seed, c.stddev), kv = random_array<T>(ks, seed + 1, c.stddev),
                       vv = random_array<T>(vs, seed + 2), r = random_array<T>(with(c.batch, c.t_q, c.d_v), seed + 3);
@@ -75,144 +26,30 @@ void check_agreement(const Case& c, std::uint64_t seed, double tol) {
   }
 }
 
-const Case cases[] = {
-    {{}, 2, 2, 1, 2, 1},          // the documented example's shapes
-    {{}, 1, 1, 1, 1, 1},          // size-1 axes everywhere
-    {{}, 5, 9, 3, 7, 1},          // T_q != T_k, d_k != d_v
-    {{}, 9, 5, 7, 3, 3},          // T_q > T_k, saturated rows
-    {{3}, 4, 6, 8, 2, 1},         // a batch axis
-    {{2, 1, 3}, 3, 1, 2, 5, 1},   // three batch axes, one of size 1, T_k = 1
-    {{1}, 300, 700, 16, 24, 1},   // several query and key tiles, partial last tiles
-    {{2}, 513, 257, 9, 1, 2},     // a query tile boundary + 1, d_v = 1
+const FlashCase cases[] = {
+    {{}, 2, 2, 1, 2, false, 0, 0, {}, false, 1},         // the documented example's shapes
+    {{}, 1, 1, 1, 1, false, 0, 0, {}, false, 1},         // size-1 axes everywhere
+    {{}, 5, 9, 3, 7, false, 0, 0, {}, false, 1},         // T_q != T_k, d_k != d_v
+    {{}, 9, 5, 7, 3, false, 0, 0, {}, false, 3},         // T_q > T_k, saturated rows
+    {{3}, 4, 6, 8, 2, false, 0, 0, {}, false, 1},        // a batch axis
+    {{2, 1, 3}, 3, 1, 2, 5, false, 0, 0, {}, false, 1},  // three batch axes, one of size 1, T_k = 1
+    {{1}, 300, 700, 16, 24, false, 0, 0, {}, false, 1},  // several query and key tiles, partial last tiles
+    {{2}, 513, 257, 9, 1, false, 0, 0, {}, false, 2},    // a query tile boundary + 1, d_v = 1
 };
 
-// A masked case: shapes, the causal flag, and the key mask's shape ({} for none). The key
-// mask's rows (each over T_k): row 0 forbids every key when empty_row is set, odd rows are
-// padding (a prefix of allowed keys, the rest forbidden), even rows have holes (1 in 4 forbidden).
-struct MaskedCase {
-  Shape batch;
-  std::size_t t_q, t_k, d_k, d_v;
-  bool causal;
-  Shape key_shape;
-  bool empty_row;
-};
-
-std::string str(const MaskedCase& c) {
-  return str(Case{c.batch, c.t_q, c.t_k, c.d_k, c.d_v, 1}) + (c.causal ? ", causal" : "") +
-         (c.key_shape.empty() ? "" : ", key mask " + shape_str(c.key_shape)) + (c.empty_row ? ", an empty row" : "");
-}
-
-xt::xarray<bool> key_mask_of(const MaskedCase& c, std::uint64_t seed) {
-  xt::xarray<bool> m = xt::xarray<bool>::from_shape(c.key_shape);
-  std::mt19937_64 rng(seed);
-  const std::size_t rows = m.size() / c.t_k;
-  for (std::size_t r = 0; r < rows; ++r) {
-    const std::size_t length = c.t_k * (r + 1) / (rows + 1) + 1;  // of an odd row's prefix
-    for (std::size_t j = 0; j < c.t_k; ++j) {
-      m.data()[r * c.t_k + j] = c.empty_row && r == 0 ? false : r % 2 == 1 ? j < length : rng() % 4 != 0;
-    }
-  }
-  return m;
-}
-
-// The gradients w.r.t. xs of the ys with these seeds, summed (graph/backward.hpp).
-template <class T>
-std::vector<Var<T>> grads_of(const std::vector<Var<T>>& ys, const std::vector<Var<T>>& xs, const std::vector<Var<T>>& seeds) {
-  const Accumulate<T> sum = sum_contributions<T>;
-  return backward(ys, xs, seeds, sum);
-}
-
-Shape lse_shape(const Shape& batch, std::size_t t_q) {
-  Shape s = batch;
-  s.push_back(t_q);
-  return s;
-}
-
-// out, lse and the gradients w.r.t. q, k, v of sum(r * out) + sum(h * lse), in one graph: the
-// fused node, or the composition softmax(apply_mask(scores, mask, -inf)) v with
-// lse = m + log(sum(exp(masked - m)) + z), m each row's largest allowed score (0 if none) and
-// z = 1 on a row of no allowed key (0 elsewhere), whose gradient is then exactly 0. On such a
-// row the composed lse is 0 where the fused one is -inf. The composed results end with z.
-template <class T>
-std::vector<xt::xarray<T>> masked_results(const MaskedCase& c, bool fused, std::uint64_t seed, double stddev = 1) {
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  Graph<T> g;
-  const auto q = g.input("q", random_array<T>(with(c.batch, c.t_q, c.d_k), seed, stddev));
-  const auto k = g.input("k", random_array<T>(with(c.batch, c.t_k, c.d_k), seed + 1, stddev));
-  const auto v = g.input("v", random_array<T>(with(c.batch, c.t_k, c.d_v), seed + 2));
-  const auto r = g.constant("r", random_array<T>(with(c.batch, c.t_q, c.d_v), seed + 3));
-  const auto h = g.constant("h", random_array<T>(lse_shape(c.batch, c.t_q), seed + 4));
-  const Var<T> key_mask = c.key_shape.empty() ? Var<T>() : g.mask("key_mask", key_mask_of(c, seed + 5));
-  const double alpha = 0.7;
-  Var<T> out, lse;
-  xt::xarray<T> z;
-  if (fused) {
-    const auto f = xgrad::flash_attention(q, k, v, alpha, FlashMask<T>{c.causal, key_mask});
-    out = f.out;
-    lse = f.lse;
-  } else {
-    Var<T> masked = matmul(scale(q, alpha), k, false, true);
-    if (key_mask.valid()) masked = apply_mask(masked, key_mask, -inf);
-    if (c.causal) masked = apply_mask(masked, g.constant("causal", xt::cast<T>(causal_mask(c.t_q, c.t_k))), -inf);
-    out = matmul(softmax(masked, -1), v);
-    Shape column = with(c.batch, c.t_q, 1);
-    xt::xarray<T> m = xt::zeros<T>(column);
-    z = xt::ones<T>(column);
-    for (std::size_t i = 0; i < m.size(); ++i) {
-      for (std::size_t j = 0; j < c.t_k; ++j) {
-        const T s = masked.value().data()[i * c.t_k + j];
-        if (s == -inf) continue;
-        m.data()[i] = z.data()[i] != 0 ? s : std::max(m.data()[i], s);
-        z.data()[i] = 0;
-      }
-    }
-    const auto mc = g.constant("m", m), zc = g.constant("z", z);
-    lse = reshape(add(mc, log(add(sum(exp(sub(masked, mc)), {-1}, true), zc))), lse_shape(c.batch, c.t_q));
-  }
-  std::vector<xt::xarray<T>> values = {out.value(), lse.value()};
-  for (const auto& gr : grads_of<T>({out, lse}, {q, k, v}, {r, h})) values.push_back(gr.value());
-  if (!fused) values.push_back(z);
-  return values;
-}
-
-// The fused results against the composed ones, relative error at most tol; lse -inf exactly on
-// the rows of no allowed key (composed: z = 1 there), no NaN anywhere. Returns the largest error.
-template <class T>
-double check_masked_agreement(const MaskedCase& c, std::uint64_t seed, double tol, double stddev = 1) {
-  const auto fused = masked_results<T>(c, true, seed, stddev);
-  auto composed = masked_results<T>(c, false, seed, stddev);
-  const xt::xarray<T> empty_rows = composed.back();  // z
-  std::size_t empty = 0;
-  for (std::size_t i = 0; i < empty_rows.size(); ++i) {
-    const bool is_empty = empty_rows.data()[i] != 0;
-    empty += is_empty;
-    BOOST_TEST((fused[1].data()[i] == -std::numeric_limits<T>::infinity()) == is_empty,
-               str(c) << ": row " << i << (is_empty ? " allows no key" : " allows keys") << ", lse is " << fused[1].data()[i]);
-    if (is_empty) composed[1].data()[i] = -std::numeric_limits<T>::infinity();
-  }
-  const char* names[] = {"out", "lse", "grad_q", "grad_k", "grad_v"};
-  double worst = 0;
-  for (std::size_t i = 0; i < 5; ++i) {
-    const double e = relative_error_with_infinities(fused[i], composed[i]);  // NaN fails too
-    BOOST_TEST(e <= tol, str(c) << ": " << names[i] << " differs by " << e << " (relative), more than " << tol);
-    worst = std::max(worst, e);
-  }
-  BOOST_TEST_MESSAGE(str(c) << ": " << empty << " rows of no allowed key; worst relative difference " << worst);
-  return worst;
-}
-
-const MaskedCase masked_cases[] = {
-    {{}, 7, 7, 3, 2, true, {}, false},                // causal, T_q = T_k
-    {{2}, 5, 9, 4, 3, true, {}, false},               // causal, T_q < T_k
-    {{2}, 9, 5, 4, 3, true, {}, false},               // causal, T_q > T_k: the first 4 rows see no key
-    {{3}, 4, 6, 5, 2, false, {3, 1, 6}, true},        // key mask (B, 1, T_k), one empty sequence
-    {{3, 2}, 5, 7, 3, 4, false, {3, 1, 1, 7}, true},  // (B, 1, 1, T_k) over heads
-    {{2, 2}, 6, 6, 2, 2, false, {2, 1, 6}, false},    // (H, 1, T_k) against (B, H, ...): the first axis 1
-    {{2}, 6, 8, 3, 3, true, {1, 8}, false},           // both, the key mask (1, T_k) for every batch index
-    {{3}, 8, 5, 3, 3, true, {3, 1, 5}, true},         // both, T_q > T_k
-    {{1}, 600, 1100, 8, 5, true, {}, false},          // causal over 3 query and 3 key tiles, T_q < T_k
-    {{2}, 700, 530, 6, 4, true, {2, 1, 530}, true},   // both over tiles, T_q > T_k: 170 rows see no key
-    {{3}, 300, 1300, 5, 3, false, {3, 1, 1300}, false},  // padding that skips key tiles (row 1: 651 keys)
+// Masked cases (window and soft-cap: flash_attention_variants_test.cpp).
+const FlashCase masked_cases[] = {
+    {{}, 7, 7, 3, 2, true, 0, 0, {}, false},                   // causal, T_q = T_k
+    {{2}, 5, 9, 4, 3, true, 0, 0, {}, false},                  // causal, T_q < T_k
+    {{2}, 9, 5, 4, 3, true, 0, 0, {}, false},                  // causal, T_q > T_k: the first 4 rows see no key
+    {{3}, 4, 6, 5, 2, false, 0, 0, {3, 1, 6}, true},           // key mask (B, 1, T_k), one empty sequence
+    {{3, 2}, 5, 7, 3, 4, false, 0, 0, {3, 1, 1, 7}, true},     // (B, 1, 1, T_k) over heads
+    {{2, 2}, 6, 6, 2, 2, false, 0, 0, {2, 1, 6}, false},       // (H, 1, T_k) against (B, H, ...): the first axis 1
+    {{2}, 6, 8, 3, 3, true, 0, 0, {1, 8}, false},              // both, the key mask (1, T_k) for every batch index
+    {{3}, 8, 5, 3, 3, true, 0, 0, {3, 1, 5}, true},            // both, T_q > T_k
+    {{1}, 600, 1100, 8, 5, true, 0, 0, {}, false},             // causal over 3 query and 3 key tiles, T_q < T_k
+    {{2}, 700, 530, 6, 4, true, 0, 0, {2, 1, 530}, true},      // both over tiles, T_q > T_k: 170 rows see no key
+    {{3}, 300, 1300, 5, 3, false, 0, 0, {3, 1, 1300}, false},  // padding that skips key tiles (row 1: 651 keys)
 };
 
 }  // namespace
@@ -260,7 +97,7 @@ BOOST_AUTO_TEST_CASE(the_logsumexp_output_and_its_gradient) {
 
 BOOST_AUTO_TEST_CASE(agrees_with_the_composed_graph_in_float64) {
   std::uint64_t seed = 10;
-  for (const Case& c : cases) {
+  for (const FlashCase& c : cases) {
     check_agreement<double>(c, seed += 10, 1e-12);
   }
 }
@@ -271,7 +108,7 @@ BOOST_AUTO_TEST_CASE(agrees_with_the_composed_graph_in_float64) {
 // output as FlashAttention-2 does). float64 checks the saturated rows.
 BOOST_AUTO_TEST_CASE(agrees_with_the_composed_graph_in_float32) {
   std::uint64_t seed = 20;
-  for (Case c : cases) {
+  for (FlashCase c : cases) {
     c.stddev = 1;
     check_agreement<float>(c, seed += 10, 1e-5);
   }
@@ -283,9 +120,10 @@ BOOST_AUTO_TEST_CASE(agrees_on_random_shapes) {
   for (int i = 0; i < 40; ++i) {
     Shape batch(pick(0, 2));
     for (auto& b : batch) b = pick(1, 3);
-    const Case c{batch, pick(1, 40), pick(1, 40), pick(1, 9), pick(1, 9), pick(0, 1) ? 1.0 : 2.5};
+    FlashCase c{batch, pick(1, 40), pick(1, 40), pick(1, 9), pick(1, 9)};
+    c.stddev = pick(0, 1) ? 1.0 : 2.5;
     check_agreement<double>(c, 100 + static_cast<std::uint64_t>(i), 1e-12);
-    check_agreement<float>(Case{c.batch, c.t_q, c.t_k, c.d_k, c.d_v, 1.0}, 200 + static_cast<std::uint64_t>(i), 1e-5);
+    check_agreement<float>(FlashCase{c.batch, c.t_q, c.t_k, c.d_k, c.d_v}, 200 + static_cast<std::uint64_t>(i), 1e-5);
   }
 }
 
@@ -360,7 +198,7 @@ BOOST_AUTO_TEST_CASE(second_order_needs_out_and_lse_of_the_same_inputs) {
 
 BOOST_AUTO_TEST_CASE(empty_axes) {
   // T_q = 0, d_v = 0, a batch axis of 0: empty outputs and gradients, nothing read out of bounds.
-  for (const Case& c : {Case{{}, 0, 3, 2, 2, 1}, Case{{}, 2, 3, 2, 0, 1}, Case{{0}, 2, 3, 2, 2, 1}}) {
+  for (const FlashCase& c : {FlashCase{{}, 0, 3, 2, 2}, FlashCase{{}, 2, 3, 2, 0}, FlashCase{{0}, 2, 3, 2, 2}}) {
     BOOST_TEST_CONTEXT(str(c)) {
       Graph<double> g;
       const auto q = g.input("q", random_array<double>(with(c.batch, c.t_q, c.d_k), 50));
@@ -416,32 +254,10 @@ BOOST_AUTO_TEST_CASE(exports_imports_and_replays) {
 }
 
 BOOST_AUTO_TEST_CASE(two_threads_split_the_tiles) {
-  // Forward, threads split (batch index, query tile) items; backward, 3 batch indices are split
-  // by batch index, 1 by key tile (3 tiles), each thread summing its own grad_q. The output,
-  // grad_k and grad_v repeat their bits, and grad_q does when split by batch index.
-  test::BlasThreads threads_set(1);
-  for (const std::size_t batch : {3, 1}) {
-    std::vector<xt::xarray<double>> values[2];
-    for (int threads : {1, 2}) {
-      threads_set.set(threads);
-      BOOST_TEST_REQUIRE(xgrad::detail::parallel_threads() == std::size_t(threads));
-      Graph<double> g;
-      const auto q = g.input("q", random_array<double>({batch, 300, 8}, 30));
-      const auto k = g.input("k", random_array<double>({batch, 1100, 8}, 31));
-      const auto v = g.input("v", random_array<double>({batch, 1100, 4}, 32));
-      const auto out = attention(q, k, v, AttentionImpl::fused);
-      values[threads - 1].push_back(out.value());
-      for (const auto& gr : grad(out, {q, k, v}, random_array<double>({batch, 300, 4}, 33))) {
-        values[threads - 1].push_back(gr.value());
-      }
-      BOOST_TEST(openblas_get_num_threads() == threads);  // restored after the fused nodes
-    }
-    BOOST_TEST_CONTEXT("batch " << batch) {
-      for (std::size_t i : {0, 2, 3}) BOOST_TEST(values[0][i] == values[1][i], "value " << i);
-      if (batch == 3) BOOST_TEST(values[0][1] == values[1][1]);
-      BOOST_TEST(relative_error(values[1][1], values[0][1]) <= 1e-14);
-    }
-  }
+  // Forward, threads split (batch index, query tile) items; backward, by batch index or key tile.
+  check_tiles_split_by_threads(300, 1100, [](const auto& q, const auto& k, const auto& v) {
+    return attention(q, k, v, AttentionImpl::fused);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(an_import_counts_the_weights_it_would_compute) {
@@ -541,9 +357,10 @@ BOOST_AUTO_TEST_CASE(d_k_zero_with_an_explicit_scale_is_a_uniform_average) {
 BOOST_AUTO_TEST_CASE(masked_agrees_with_the_composed_graph_in_float64) {
   std::uint64_t seed = 300;
   double worst = 0;
-  for (const MaskedCase& c : masked_cases) worst = std::max(worst, check_masked_agreement<double>(c, seed += 10, 1e-12));
-  for (const MaskedCase& c : masked_cases) {  // saturated rows
-    if (c.t_q * c.t_k < 1000) worst = std::max(worst, check_masked_agreement<double>(c, seed += 10, 1e-12, 3.0));
+  for (const FlashCase& c : masked_cases) worst = std::max(worst, check_flash_agreement<double>(c, seed += 10, 1e-12));
+  for (FlashCase c : masked_cases) {  // saturated rows
+    c.stddev = 3;
+    if (c.t_q * c.t_k < 1000) worst = std::max(worst, check_flash_agreement<double>(c, seed += 10, 1e-12));
   }
   BOOST_TEST_MESSAGE("masked, float64: worst relative difference " << worst);
 }
@@ -551,7 +368,7 @@ BOOST_AUTO_TEST_CASE(masked_agrees_with_the_composed_graph_in_float64) {
 BOOST_AUTO_TEST_CASE(masked_agrees_with_the_composed_graph_in_float32) {
   std::uint64_t seed = 400;
   double worst = 0;
-  for (const MaskedCase& c : masked_cases) worst = std::max(worst, check_masked_agreement<float>(c, seed += 10, 1e-5));
+  for (const FlashCase& c : masked_cases) worst = std::max(worst, check_flash_agreement<float>(c, seed += 10, 1e-5));
   BOOST_TEST_MESSAGE("masked, float32: worst relative difference " << worst);
 }
 
@@ -561,14 +378,14 @@ BOOST_AUTO_TEST_CASE(masked_agrees_on_random_shapes) {
   for (int i = 0; i < 40; ++i) {
     Shape batch(pick(0, 2));
     for (auto& b : batch) b = pick(1, 3);
-    MaskedCase c{batch, pick(1, 20), pick(1, 20), pick(1, 6), pick(1, 6), pick(0, 1) == 1, {}, false};
+    FlashCase c{batch, pick(1, 20), pick(1, 20), pick(1, 6), pick(1, 6), pick(0, 1) == 1};
     if (pick(0, 2) != 0) {  // a key mask of the batch axes or some of them, each 1 or equal
       c.key_shape = Shape(batch.begin() + static_cast<long>(pick(0, batch.size())), batch.end());
       for (auto& b : c.key_shape) b = pick(0, 1) ? b : 1;
       c.key_shape.insert(c.key_shape.end(), {1, c.t_k});
       c.empty_row = pick(0, 3) == 0;
     }
-    check_masked_agreement<double>(c, 500 + static_cast<std::uint64_t>(i), 1e-12);
+    check_flash_agreement<double>(c, 500 + static_cast<std::uint64_t>(i), 1e-12);
   }
 }
 
@@ -650,40 +467,8 @@ BOOST_AUTO_TEST_CASE(skipped_tiles_are_not_read) {
 }
 
 BOOST_AUTO_TEST_CASE(masked_second_order_is_the_composed_graphs) {
-  // y = sum(r * grad_x), grad_x the gradient of sum(s * out), against the composed masked
-  // attention; causal, T_q > T_k (a row of no key) and a key mask with an empty sequence.
-  const xt::xarray<bool> pad{{{false, false, false, false}}, {{true, false, true, true}}};
-  std::vector<xt::xarray<double>> values[2];
-  for (const bool fused : {false, true}) {
-    Graph<double> g;
-    const auto q = g.input("q", random_array<double>({2, 5, 2}, 100));
-    const auto k = g.input("k", random_array<double>({2, 4, 2}, 101));
-    const auto v = g.input("v", random_array<double>({2, 4, 3}, 102));
-    const auto s = g.input("s", random_array<double>({2, 5, 3}, 103));
-    const auto key_mask = g.mask("key_mask", pad);
-    Var<double> out;
-    if (fused) {
-      out = xgrad::flash_attention(q, k, v, 0.8, FlashMask<double>{true, key_mask}).out;
-    } else {
-      const double inf = std::numeric_limits<double>::infinity();
-      const auto masked = apply_mask(apply_mask(matmul(scale(q, 0.8), k, false, true), key_mask, -inf),
-                                     g.constant("causal", xt::cast<double>(causal_mask(5, 4))), -inf);
-      out = matmul(softmax(masked, -1), v);
-    }
-    const auto first = grad(out, {q, k, v}, s);
-    if (fused) {
-      for (std::size_t i = 0; i < 3; ++i) check_gradients(first[i], {q, k, v, s});
-    }
-    for (std::size_t i = 0; i < 3; ++i) {
-      const xt::xarray<double> r = random_array<double>(shape_of(first[i].value()), 104 + i);
-      for (const auto& second : grad(first[i], {q, k, v, s}, r)) values[fused].push_back(second.value());
-    }
-  }
-  for (std::size_t i = 0; i < values[0].size(); ++i) {
-    const double e = relative_error(values[1][i], values[0][i]);
-    BOOST_TEST(e <= 1e-12, "second-order gradient " << i << " differs by " << e);
-    BOOST_TEST(!xt::any(xt::isnan(values[1][i])));
-  }
+  // Causal, T_q > T_k (a row of no key) and a key mask with an empty sequence.
+  check_flash_second_order(FlashCase{{2}, 5, 4, 2, 3, true, 0, 0, {2, 1, 4}, true});
 }
 
 BOOST_AUTO_TEST_CASE(masked_second_order_through_grad_lse) {
@@ -771,19 +556,9 @@ BOOST_AUTO_TEST_CASE(masked_exports_imports_and_replays) {
   g.set_output("out", out);
   const auto grads = grad(out, {q, k, v});
   for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
-  const std::string text = to_json(g, ExportValues::all).dump();
-  BOOST_TEST(text.find(R"("attrs":{"scale":0.5,"causal":true,"key_mask":true})") != std::string::npos);
-  const auto imported = graph_from_json<float>(text);
-  imported->replay();
-  BOOST_TEST(to_json(*imported, ExportValues::all).dump() == text);
   xt::xarray<bool> next = xt::ones<bool>({2, 1, 5});
   next(0, 0, 0) = false;
-  imported->set_value(imported->var(pad.id()), next);
-  imported->replay();
-  g.set_value(pad, next);
-  g.replay();
-  BOOST_TEST(imported->node(out.id()).value() == out.value());
-  for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(imported->var(grads[i].slot()).value() == grads[i].value());
+  check_json_replay(g, pad, next, R"("attrs":{"scale":0.5,"causal":true,"key_mask":true})");
 }
 
 BOOST_AUTO_TEST_CASE(work_counts_the_tiles_computed) {
@@ -829,28 +604,7 @@ BOOST_AUTO_TEST_CASE(masked_onnx_round_trip) {
         g.set_output("lse", f.lse);
         const auto grads = grad(f.out, {q, k, v});
         for (std::size_t i = 0; i < 3; ++i) g.set_grad(std::string(1, "qkv"[i]), grads[i]);
-        OnnxImportOptions options;
-        for (const auto& x : {q, k, v}) {
-          OnnxTensor t;
-          t.dtype = "float64";
-          t.real = x.value();
-          options.inputs[x.node().name] = t;
-        }
-        if (leaf) {
-          OnnxTensor t;
-          t.dtype = "bool";
-          t.ints = xt::cast<std::int64_t>(pad);
-          options.inputs["pad"] = t;
-        }
-        const auto back = import_onnx_bytes<double>(to_onnx_bytes(g), "masked flash_attention", options);
-        for (const auto& [name, slot] : g.outputs()) {
-          const auto& back_value = back->var(back->outputs().at(name)).value();
-          BOOST_TEST(relative_error_with_infinities(back_value, g.var(slot).value()) <= 1e-12, name);
-        }
-        for (const auto& [name, slot] : g.grads()) {
-          const auto& back_grad = back->var(back->outputs().at("grad_" + name)).value();
-          BOOST_TEST(relative_error_with_infinities(back_grad, g.var(slot).value()) <= 1e-12, name);
-        }
+        check_onnx_round_trip(g, {q, k, v}, leaf ? "pad" : "", pad);
       }
     }
   }
