@@ -300,10 +300,7 @@ class Graph {
 
  private:
   friend class detail::GraphRollback<T>;
-  void drop_nodes_from(std::size_t size) {
-    m_nodes.erase(m_nodes.begin() + static_cast<long>(size), m_nodes.end());
-    m_lean_plan = {};
-  }
+  void drop_nodes_from(std::size_t size) { m_nodes.erase(m_nodes.begin() + static_cast<long>(size), m_nodes.end()); }
   Var<T> add_leaf(Role role, std::string name, xt::xarray<T> value);
   Node<T>& checked_leaf(const Var<T>& leaf, LeafKind kind);
   void set_indices(const Var<T>& leaf, xt::xarray<std::int64_t> value);
@@ -330,8 +327,9 @@ class Graph {
   // views of other values, index leaves' indices; an input it writes over already its own
   // output), its outputs' shapes, and the nodes whose values may go once it has run. A replay
   // then walks flat arrays in order and plans nothing per node. The arguments point into the
-  // nodes' outputs, which stay in place: a node's outputs never change in number, and the
-  // deque keeps its elements where they are as it grows (drop_nodes_from clears the plan).
+  // outputs of nodes 0 .. count - 1, which stay in place: a node's outputs never change in
+  // number, the deque keeps its elements where they are as it grows, and a failed backward
+  // pass drops only nodes it added, after any replay.
   struct LeanStep {
     std::size_t id;
     std::size_t arg;     // its arguments: args[arg, next step's arg), indices and views alike
