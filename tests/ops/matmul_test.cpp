@@ -245,6 +245,16 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes) {
   check_error([&] { xgrad::matmul(c, d); }, {"batch axes (2,) and (3,) do not broadcast together: a is (2, 3, 4), b is (3, 4, 5)"});
   check_error([&] { xgrad::matmul(c, e); }, {"inner sizes differ", "a is (2, 3, 4), b is (3, 4)"});
   BOOST_TEST(g.size() == 6u);  // a rejected node is not added
+  // An axis past BLAS's int, in arrays of no elements: the inner one, and an outer one of a
+  // transposed operand.
+  const std::size_t big = std::size_t(INT_MAX) + 1;
+  const auto wide = g.input("wide", xt::xarray<double>::from_shape({0, big}));
+  const auto tall = g.input("tall", xt::xarray<double>::from_shape({big, 0}));
+  check_error([&] { xgrad::matmul(wide, tall); },
+              {"matmul (node 8): a matrix axis exceeds INT_MAX: a is (0, 2147483648), b is (2147483648, 0)"});
+  check_error([&] { xgrad::matmul(wide, wide, true, false); },
+              {"a matrix axis exceeds INT_MAX: a is (0, 2147483648), b is (0, 2147483648) (a transposed)"});
+  BOOST_TEST(g.size() == 8u);
 }
 
 BOOST_AUTO_TEST_CASE(attrs_hold_the_flags) {
