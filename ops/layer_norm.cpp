@@ -53,7 +53,7 @@ class LayerNormOp final : public OpFor<LayerNormOp, 3> {
     return {y, mean, rstd};
   }
   std::size_t arity() const override { return 3; }
-  Json attrs() const override { return {{"eps", m_eps}}; }  // read_norm_eps reads it back
+  Json attrs() const override { return {{detail::norm_key_eps, m_eps}}; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
     const Shape stats = detail::norm_stats_shape(x[0], {{"gamma", x[1]}, {"beta", x[2]}});

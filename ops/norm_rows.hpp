@@ -14,6 +14,9 @@
 
 namespace xgrad::detail {
 
+// The one attribute of layer_norm and rms_norm: {"eps": e}.
+inline constexpr const char* norm_key_eps = "eps";
+
 // Throws xgrad::error naming the op unless eps is finite and >= 0.
 inline void check_norm_eps(double eps, const std::string& op) {
   if (!(eps >= 0) || !std::isfinite(eps)) throw error(op + ": eps must be finite and >= 0, got " + number_str(eps));
@@ -22,8 +25,8 @@ inline void check_norm_eps(double eps, const std::string& op) {
 // eps from an op's exported attributes {"eps": e}: a finite number >= 0 (the JSON's error names
 // the key otherwise).
 inline double read_norm_eps(const JsonCursor& attrs) {
-  attrs.check_object({"eps"});
-  const JsonCursor c = attrs["eps"];
+  attrs.check_object({norm_key_eps});
+  const JsonCursor c = attrs[norm_key_eps];
   const double eps = c.number();
   if (!(eps >= 0) || !std::isfinite(eps)) c.fail("expected a finite number >= 0, got " + number_str(eps));
   return eps;

@@ -41,7 +41,7 @@ class RmsNormOp final : public OpFor<RmsNormOp, 2> {
     return {e.op("Mul", {e.op("Mul", {x, rstd}), n.inputs[1]}), rstd};
   }
   std::size_t arity() const override { return 2; }
-  Json attrs() const override { return {{"eps", m_eps}}; }  // read_norm_eps reads it back
+  Json attrs() const override { return {{detail::norm_key_eps, m_eps}}; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& x) const override {
     return {x[0], detail::norm_stats_shape(x[0], {{"gamma", x[1]}})};
