@@ -36,7 +36,7 @@ class ReduceOp final : public OpFor<ReduceOp> {
     return {e.op("ReduceSum", {n.inputs[0], e.int64s(axes)}, {keepdims})};
   }
   std::size_t arity() const override { return 1; }
-  Json attrs() const override { return detail::reduction_attrs(m_axes, m_keepdims); }
+  Json attrs() const override { return {{key_axes, m_axes}, {key_keepdims, m_keepdims}}; }
   // Each output element also costs 8 visits (its reduction's setup): sum over rows of 1 took
   // 3.3 ns a visit here, 0.4-0.8 over long rows.
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override { return Op::work(x, y) + 8 * element_count(y[0]); }
@@ -71,9 +71,13 @@ Var<T> reduce(const Var<T>& x, const std::vector<long>& axes, bool keepdims, boo
   return x.graph().apply(std::make_shared<ReduceOp>(axes, keepdims, mean), {x});
 }
 
+// The op from its exported attributes {"axes": [...], "keepdims": bool}.
 std::shared_ptr<const Op> make_reduce_op(const JsonCursor& attrs, bool mean) {
-  auto [axes, keepdims] = detail::reduction_attrs(attrs);
-  return std::make_shared<ReduceOp>(std::move(axes), keepdims, mean);
+  attrs.check_object({key_axes, key_keepdims});
+  const JsonCursor list = attrs[key_axes];
+  std::vector<long> axes;
+  for (std::size_t i = 0, n = list.array_size(); i < n; ++i) axes.push_back(list[i].integer());
+  return std::make_shared<ReduceOp>(std::move(axes), attrs[key_keepdims].boolean(), mean);
 }
 
 }  // namespace
@@ -102,18 +106,6 @@ template <class T>
 Var<T> spread_back(const Var<T>& g, const Shape& kept, const Shape& x_shape) {
   const Var<T> k = shapes_equal(g.value().shape(), kept) ? g : reshape(g, kept);
   return shapes_equal(kept, x_shape) ? k : broadcast_to(k, x_shape);
-}
-
-Json detail::reduction_attrs(const std::vector<long>& axes, bool keepdims) {
-  return {{key_axes, axes}, {key_keepdims, keepdims}};
-}
-
-std::pair<std::vector<long>, bool> detail::reduction_attrs(const JsonCursor& attrs) {
-  attrs.check_object({key_axes, key_keepdims});
-  const JsonCursor list = attrs[key_axes];
-  std::vector<long> axes;
-  for (std::size_t i = 0, n = list.array_size(); i < n; ++i) axes.push_back(list[i].integer());
-  return {axes, attrs[key_keepdims].boolean()};
 }
 
 std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs) { return make_reduce_op(attrs, false); }

@@ -33,10 +33,4 @@ Var<T> spread_back(const Var<T>& g, const Shape& kept, const Shape& x_shape);
 std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs);
 std::shared_ptr<const Op> make_mean_op(const JsonCursor& attrs);
 
-namespace detail {
-// The attributes of a sum or mean, and back: {"axes": [...], "keepdims": bool}.
-Json reduction_attrs(const std::vector<long>& axes, bool keepdims);
-std::pair<std::vector<long>, bool> reduction_attrs(const JsonCursor& attrs);
-}  // namespace detail
-
 }  // namespace xgrad
