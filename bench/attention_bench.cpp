@@ -31,7 +31,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <malloc.h>
 #include <new>
 #include <set>
 #include <string>
@@ -48,37 +47,20 @@
 
 #include "main.hpp"
 #include "timing.hpp"
+#include "../tests/heap_count.hpp"
 
 
 extern "C" void openblas_set_num_threads(int);
 
-// Heap accounting: every operator new/delete of the process, for peak_extra_M.
 namespace {
 
 using xgrad::bench::median;
 using xgrad::bench::median_seconds;
-std::atomic<std::size_t> live_bytes{0}, peak_bytes{0};
-void* counted(std::size_t n) {
-  void* p = std::malloc(n == 0 ? 1 : n);
-  if (!p) throw std::bad_alloc();
-  const std::size_t now = live_bytes += malloc_usable_size(p);
-  std::size_t peak = peak_bytes.load();
-  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
-  }
-  return p;
-}
-void uncounted(void* p) noexcept {
-  if (!p) return;
-  live_bytes -= malloc_usable_size(p);
-  std::free(p);
-}
+// Heap accounting (every operator new and delete of the process), for peak_extra_M.
+using xgrad::heap::current;
+using xgrad::heap::peak;
+
 }  // namespace
-void* operator new(std::size_t n) { return counted(n); }
-void* operator new[](std::size_t n) { return counted(n); }
-void operator delete(void* p) noexcept { uncounted(p); }
-void operator delete[](void* p) noexcept { uncounted(p); }
-void operator delete(void* p, std::size_t) noexcept { uncounted(p); }
-void operator delete[](void* p, std::size_t) noexcept { uncounted(p); }
 
 namespace {
 
@@ -201,12 +183,12 @@ struct AttentionGraph {
 template <class T>
 double peak_extra_m(const Shape4& s, bool backward, xgrad::AttentionImpl impl, bool lean) {
   xt::xarray<T> inputs[] = {random_array<T>({s.t_q, s.d_k}, 1), random_array<T>({s.t_k, s.d_k}, 2), random_array<T>({s.t_k, s.d_v}, 3)};
-  const std::size_t before = live_bytes.load();
-  peak_bytes = before;
+  const std::size_t before = current.load();
+  peak = before;
   {
     AttentionGraph<T> a(s, backward, impl, lean);
     if (lean) {
-      peak_bytes = live_bytes.load();
+      peak = current.load();
       a.graph.replay();
     }
     benchmark::DoNotOptimize(a.graph.size());
@@ -214,7 +196,7 @@ double peak_extra_m(const Shape4& s, bool backward, xgrad::AttentionImpl impl, b
   // The graph's copies of q, k, v and g are inputs, not extra: subtract them.
   const double inputs_bytes = double(sizeof(T)) * double(s.t_q * s.d_k + s.t_k * s.d_k + s.t_k * s.d_v +
                                                          (backward ? s.t_q * s.d_v : 0));
-  return (double(peak_bytes.load() - before) - inputs_bytes) / (double(sizeof(T)) * double(s.t_q) * double(s.t_k));
+  return (double(peak.load() - before) - inputs_bytes) / (double(sizeof(T)) * double(s.t_q) * double(s.t_k));
 }
 
 using Clock = std::chrono::steady_clock;

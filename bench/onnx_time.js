@@ -17,7 +17,7 @@
 const fs = require('fs');
 const path = require('path');
 
-const {loadRuntime, compare, tensorOf, readArray} = require('../tools/ort_run.js');
+const {loadRuntime, compare, tensorOf, readArray, caseDirs} = require('../tools/ort_run.js');
 const ort = loadRuntime();
 if (!ort) {
   console.log('SKIPPED: onnxruntime-node is not installed (tools/setup test installs it in tests/onnx/runtime)');
@@ -52,16 +52,7 @@ async function timeModel(dir, file, data) {
 }
 
 async function main() {
-  const root = process.argv[2];
-  if (!root) {
-    console.error('usage: node bench/onnx_time.js DIR');
-    process.exit(2);
-  }
-  const cases = fs.readdirSync(root).filter((c) => fs.existsSync(path.join(root, c, 'expected.npy'))).sort();
-  if (cases.length === 0) {
-    console.error(`${root}: no cases (run bench/onnx_embedding_vjp.py)`);
-    process.exit(1);
-  }
+  const {root, cases} = caseDirs(process.argv, 'bench/onnx_time.js', 'expected.npy', 'run bench/onnx_embedding_vjp.py');
   let failed = 0;
   for (const c of cases) {
     const dir = path.join(root, c);

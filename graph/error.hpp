@@ -1,4 +1,5 @@
-// xgrad::error, the one exception type for caller errors, and the shape formatting its messages use.
+// xgrad::error, the one exception type for caller errors, and the shape, index and number
+// formatting its messages use.
 #pragma once
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace xgrad {
 
@@ -26,6 +28,24 @@ std::string shape_str(const S& shape) {
   if (i == 1) out << ',';
   out << ')';
   return out.str();
+}
+
+// The multi-index of element `flat` of a row-major array of this shape (flat below its element
+// count), and its text "[0, 1]": a message's "ids[1, 3]", "the value at [0, 2]".
+template <class S>
+std::vector<std::size_t> unravel_index(std::size_t flat, const S& shape) {
+  std::vector<std::size_t> index(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    index[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+  return index;
+}
+
+inline std::string index_str(const std::vector<std::size_t>& index) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < index.size(); ++i) s += (i ? ", " : "") + std::to_string(index[i]);
+  return s + "]";
 }
 
 // A number for a message: up to 6 significant digits, "nan", "inf" as printf writes them.

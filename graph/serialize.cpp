@@ -424,15 +424,6 @@ std::string graph_json_dtype(const Json& json) {
   return name;
 }
 
-const char* values_name(ExportValues values) {
-  switch (values) {
-    case ExportValues::none: return "none";
-    case ExportValues::inputs: return "inputs";
-    case ExportValues::all: return "all";
-  }
-  return "?";
-}
-
 namespace {
 
 // The members before "nodes": format, version, dtype, and the run state where it differs from

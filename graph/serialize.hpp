@@ -30,12 +30,15 @@
 
 #include <xgrad/graph/graph.hpp>
 #include <xgrad/graph/json.hpp>
+#include <xgrad/graph/names.hpp>
 
 namespace xgrad {
 
 // Which node values an export holds: none, the leaves' (enough to replay), or all.
 enum class ExportValues { none, inputs, all };
-const char* values_name(ExportValues values);  // "none", "inputs", "all"
+inline constexpr EnumName<ExportValues> export_values_names[] = {
+    {ExportValues::none, "none"}, {ExportValues::inputs, "inputs"}, {ExportValues::all, "all"}};
+inline const char* values_name(ExportValues values) { return name_in(export_values_names, values); }
 
 // The dtype of a graph in the format, "float32" or "float64"; throws xgrad::error otherwise.
 std::string graph_json_dtype(const Json& json);

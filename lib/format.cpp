@@ -26,21 +26,6 @@ void format_axis(const xt::xarray<T>& a, std::size_t axis, std::size_t offset, i
 
 }  // namespace
 
-std::vector<std::size_t> unravel_index(std::size_t flat, const xt::svector<std::size_t, 4>& shape) {
-  std::vector<std::size_t> index(shape.size());
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    index[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-  return index;
-}
-
-std::string index_str(const std::vector<std::size_t>& index) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < index.size(); ++i) s += (i ? ", " : "") + std::to_string(index[i]);
-  return s + "]";
-}
-
 template <class T>
 std::string format_array(const xt::xarray<T>& a, int precision) {
   std::string out;

@@ -15,15 +15,6 @@
 
 namespace xgrad {
 
-const char* mode_name(GradcheckMode mode) {
-  switch (mode) {
-    case GradcheckMode::automatic: return "automatic";
-    case GradcheckMode::full: return "full Jacobian";
-    case GradcheckMode::projection: return "random projections";
-  }
-  return "?";
-}
-
 std::ostream& operator<<(std::ostream& out, GradcheckMode mode) { return out << mode_name(mode); }
 
 const GradcheckTolerance& default_tolerance(const std::string& dtype) {

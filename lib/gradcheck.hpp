@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/names.hpp>
 
 namespace xgrad {
 
@@ -18,7 +19,10 @@ enum class GradcheckMode {
 };
 
 // "automatic", "full Jacobian", "random projections"
-const char* mode_name(GradcheckMode mode);
+inline constexpr EnumName<GradcheckMode> gradcheck_mode_names[] = {{GradcheckMode::automatic, "automatic"},
+                                                                 {GradcheckMode::full, "full Jacobian"},
+                                                                 {GradcheckMode::projection, "random projections"}};
+inline const char* mode_name(GradcheckMode mode) { return name_in(gradcheck_mode_names, mode); }
 std::ostream& operator<<(std::ostream& out, GradcheckMode mode);
 
 // A tolerance: an entry passes when |numeric - analytic| <= atol + rtol * |analytic|.

@@ -186,14 +186,6 @@ Var<T> split_heads(const Var<T>& x, std::size_t heads) {
 
 }  // namespace
 
-const char* attention_weights_name(AttentionWeights weights) {
-  switch (weights) {
-    case AttentionWeights::softmax: return "softmax";
-    case AttentionWeights::sigmoid: return "sigmoid";
-  }
-  return "?";
-}
-
 template <class T>
 VariantAttentionNodes<T> variant_attention_nodes(const Var<T>& q, const Var<T>& k, const Var<T>& v,
                                                  const VariantOptions<T>& o) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/names.hpp>
 #include <xgrad/lib/attention.hpp>
 #include <xgrad/lib/multi_head.hpp>
 #include <xgrad/lib/variants.hpp>
@@ -25,7 +26,9 @@ enum class AttentionWeights {
 };
 
 // "softmax", "sigmoid": for messages and metadata.
-const char* attention_weights_name(AttentionWeights weights);
+inline constexpr EnumName<AttentionWeights> attention_weights_names[] = {
+    {AttentionWeights::softmax, "softmax"}, {AttentionWeights::sigmoid, "sigmoid"}};
+inline const char* attention_weights_name(AttentionWeights weights) { return name_in(attention_weights_names, weights); }
 
 // What variant_attention computes, beyond scaled dot-product attention. Every member has a
 // default that leaves it out: VariantOptions<T>{} is the attention of lib/attention.hpp.

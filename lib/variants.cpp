@@ -87,15 +87,6 @@ Var<T> softcap(const Var<T>& x, double cap) {
   return scale(tanh(scale(x, 1.0 / cap)), cap);
 }
 
-const char* qk_norm_name(QkNorm kind) {
-  switch (kind) {
-    case QkNorm::none: return "none";
-    case QkNorm::layer: return "layer";
-    case QkNorm::rms: return "rms";
-  }
-  return "?";
-}
-
 template <class T>
 Var<T> qk_norm(const Var<T>& x, const Var<T>& gain, QkNorm kind, double eps) {
   detail::check_one_graph<T>("qk_norm", {{"x", &x}});

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <xgrad/graph/graph.hpp>
+#include <xgrad/graph/names.hpp>
 #include <xgrad/ops/rope.hpp>
 
 namespace xgrad {
@@ -69,6 +70,8 @@ template <class T>
 Var<T> qk_norm(const Var<T>& x, const Var<T>& gain, QkNorm kind, double eps = 1e-5);
 
 // "none", "layer", "rms": for messages and metadata.
-const char* qk_norm_name(QkNorm kind);
+inline constexpr EnumName<QkNorm> qk_norm_names[] = {
+    {QkNorm::none, "none"}, {QkNorm::layer, "layer"}, {QkNorm::rms, "rms"}};
+inline const char* qk_norm_name(QkNorm kind) { return name_in(qk_norm_names, kind); }
 
 }  // namespace xgrad

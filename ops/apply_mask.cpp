@@ -8,6 +8,7 @@
 
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
 

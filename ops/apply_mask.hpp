@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -12,8 +11,5 @@ namespace xgrad {
 // Throws xgrad::error naming both shapes if the mask does not broadcast to x.
 template <class T>
 Var<T> apply_mask(const Var<T>& x, const Var<T>& mask, double fill);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_apply_mask_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

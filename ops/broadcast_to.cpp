@@ -7,6 +7,7 @@
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -11,8 +10,5 @@ namespace xgrad {
 // or if y would hold more than max_array_elements = 2^28 elements (axes of length 0 counted as 1); infer_shape refuses before anything is allocated.
 template <class T>
 Var<T> broadcast_to(const Var<T>& x, const Shape& shape);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_broadcast_to_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -7,6 +7,7 @@
 
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/slice.hpp>
 
 namespace xgrad {

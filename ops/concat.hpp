@@ -4,7 +4,6 @@
 #include <vector>
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -15,8 +14,5 @@ namespace xgrad {
 // other ranks or lengths, an axis out of range, or a y of more than max_array_elements elements.
 template <class T>
 Var<T> concat(const std::vector<Var<T>>& xs, long axis);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_concat_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -10,6 +10,7 @@
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/philox.hpp>
+#include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
 

@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -22,8 +21,5 @@ namespace xgrad {
 // its own seed. Throws xgrad::error naming p if it is not in [0, 1] (NaN included).
 template <class T>
 Var<T> dropout(const Var<T>& x, double p, std::uint64_t seed);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_dropout_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -6,6 +6,7 @@
 
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/op_forms.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
@@ -60,18 +61,24 @@ std::string onnx_product(OnnxEmitter& e, const OnnxNode& n, const std::string& o
 
 namespace {
 
-// A row as a type, one per row (below): its name, forward(element) and VJP.
-template <class Rule>
-class UnaryOp final : public OpFor<UnaryOp<Rule>> {
+// What the op of a row of either arity is: the row's name, its cost a y element, and y may
+// take an input's buffer (element by element).
+template <class Derived, class Rule, std::size_t Arity>
+class RowOfTable : public OpFor<Derived> {
  public:
   std::string name() const override { return Rule::name; }
-  std::size_t arity() const override { return 1; }
-  bool overwrites_input(std::size_t) const override { return true; }  // element by element
-
-  Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
+  std::size_t arity() const override { return Arity; }
+  bool overwrites_input(std::size_t) const override { return true; }
   double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
     return Op::work(x, y) + Rule::cost * Op::element_count(y[0]);
   }
+};
+
+// A row as a type, one per row (below): its name, forward(element) and VJP.
+template <class Rule>
+class UnaryOp final : public RowOfTable<UnaryOp<Rule>, Rule, 1> {
+ public:
+  Shape infer_shape(const std::vector<Shape>& x) const override { return x[0]; }
 
   template <class T>
   void run_forward(const Args<T>& x, xt::xarray<T>& y) const {
@@ -92,17 +99,10 @@ class UnaryOp final : public OpFor<UnaryOp<Rule>> {
 };
 
 template <class Rule>
-class BinaryOp final : public OpFor<BinaryOp<Rule>> {
+class BinaryOp final : public RowOfTable<BinaryOp<Rule>, Rule, 2> {
  public:
-  std::string name() const override { return Rule::name; }
-  std::size_t arity() const override { return 2; }
-  bool overwrites_input(std::size_t) const override { return true; }  // element by element
-
   Shape infer_shape(const std::vector<Shape>& x) const override {
     return detail::broadcast_or_throw(x[0], x[1]);  // within max_array_elements
-  }
-  double work(const std::vector<Shape>& x, const std::vector<Shape>& y) const override {
-    return Op::work(x, y) + Rule::cost * Op::element_count(y[0]);
   }
 
   template <class T>
@@ -179,8 +179,7 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
     return x.graph().apply(std::make_shared<UnaryOp<NAME##_rule>>(), {x}); \
   }                                                                        \
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs) {    \
-    attrs.check_object({});                                                \
-    return std::make_shared<UnaryOp<NAME##_rule>>();                       \
+    return from_no_attrs<UnaryOp<NAME##_rule>>(attrs);                     \
   }                                                                        \
   template Var<float> NAME(const Var<float>&);                             \
   template Var<double> NAME(const Var<double>&);
@@ -190,8 +189,7 @@ class BinaryOp final : public OpFor<BinaryOp<Rule>> {
     return a.graph().apply(std::make_shared<BinaryOp<NAME##_rule>>(), {a, b}); \
   }                                                                            \
   std::shared_ptr<const Op> make_##NAME##_op(const JsonCursor& attrs) {        \
-    attrs.check_object({});                                                    \
-    return std::make_shared<BinaryOp<NAME##_rule>>();                          \
+    return from_no_attrs<BinaryOp<NAME##_rule>>(attrs);                        \
   }                                                                            \
   template Var<float> NAME(const Var<float>&, const Var<float>&);              \
   template Var<double> NAME(const Var<double>&, const Var<double>&);

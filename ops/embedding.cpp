@@ -15,6 +15,8 @@
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
 
@@ -25,18 +27,6 @@ constexpr const char* key_rows = "rows";
 
 // The largest integer below which float32 holds every integer: 2^24 (2^24 + 1 rounds to 2^24).
 constexpr double float32_exact_ids = 16777216.0;
-
-// "ids[1, 3]": the multi-index of element `flat` of an array of this shape ("ids[]" for a scalar).
-std::string position(std::size_t flat, const Shape& shape) {
-  std::vector<std::size_t> at(shape.size());
-  for (std::size_t a = shape.size(); a-- > 0;) {
-    at[a] = flat % shape[a];
-    flat /= shape[a];
-  }
-  std::string s = "ids[";
-  for (std::size_t a = 0; a < at.size(); ++a) s += (a ? ", " : "") + std::to_string(at[a]);
-  return s + "]";
-}
 
 // An id as its message shows it: an integer as one, anything else with T's round-trip digits.
 template <class T>
@@ -60,23 +50,23 @@ std::vector<std::size_t> checked_rows(const Args<T>& x, std::size_t rows) {
   const std::size_t n = shape_size(shape);
   std::vector<std::size_t> out(n);
   const auto out_of_range = [&](std::size_t i, const std::string& id) {
-    throw error("id " + id + " at " + position(i, shape) + " is out of range for a table of " + std::to_string(rows) +
+    throw error("id " + id + " at ids" + index_str(unravel_index(i, shape)) + " is out of range for a table of " + std::to_string(rows) +
                 " rows");
   };
   for (std::size_t i = 0; i < n; ++i) {
     if (index) {
       const std::int64_t id = index->data()[i];
-      if (id < 0) throw error("id " + std::to_string(id) + " at " + position(i, shape) + " is negative");
+      if (id < 0) throw error("id " + std::to_string(id) + " at ids" + index_str(unravel_index(i, shape)) + " is negative");
       if (static_cast<std::uint64_t>(id) >= rows) out_of_range(i, std::to_string(id));
       out[i] = static_cast<std::size_t>(id);
       continue;
     }
     const T v = x[1]->data()[i];
-    if (!std::isfinite(v) || v != std::floor(v)) throw error("id " + id_str(v) + " at " + position(i, shape) + " is not an integer");
-    if (v < 0) throw error("id " + id_str(v) + " at " + position(i, shape) + " is negative");
+    if (!std::isfinite(v) || v != std::floor(v)) throw error("id " + id_str(v) + " at ids" + index_str(unravel_index(i, shape)) + " is not an integer");
+    if (v < 0) throw error("id " + id_str(v) + " at ids" + index_str(unravel_index(i, shape)) + " is negative");
     if (static_cast<double>(v) >= static_cast<double>(rows)) out_of_range(i, id_str(v));
     if (std::is_same_v<T, float> && static_cast<double>(v) >= float32_exact_ids) {
-      throw error("id " + id_str(v) + " at " + position(i, shape) +
+      throw error("id " + id_str(v) + " at ids" + index_str(unravel_index(i, shape)) +
                   " is 2^24 = 16777216 or more, where float32 no longer holds every integer: give such ids as an "
                   "index leaf (Graph::indices)");
     }
@@ -196,10 +186,7 @@ Var<T> embedding_vjp(const Var<T>& grad_out, const Var<T>& ids, std::size_t rows
   return grad_out.graph().apply(std::make_shared<EmbeddingVjpOp>(rows), {grad_out, ids});
 }
 
-std::shared_ptr<const Op> make_embedding_op(const JsonCursor& attrs) {
-  attrs.check_object({});
-  return std::make_shared<EmbeddingOp>();
-}
+std::shared_ptr<const Op> make_embedding_op(const JsonCursor& attrs) { return from_no_attrs<EmbeddingOp>(attrs); }
 
 std::shared_ptr<const Op> make_embedding_vjp_op(const JsonCursor& attrs) {
   attrs.check_object({key_rows});

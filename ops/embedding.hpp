@@ -4,7 +4,6 @@
 #include <cstddef>
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -33,9 +32,5 @@ Var<T> embedding(const Var<T>& table, const Var<T>& ids);
 // max_array_elements elements.
 template <class T>
 Var<T> embedding_vjp(const Var<T>& grad_out, const Var<T>& ids, std::size_t rows);
-
-// The ops from their exported attributes (ops/registry).
-std::shared_ptr<const Op> make_embedding_op(const JsonCursor& attrs);
-std::shared_ptr<const Op> make_embedding_vjp_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

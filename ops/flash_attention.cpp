@@ -23,6 +23,7 @@
 #include <xgrad/ops/kernels/gemm.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/softmax.hpp>
 
 #include <xtensor/xbuilder.hpp>

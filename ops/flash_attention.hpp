@@ -5,7 +5,6 @@
 #include <vector>
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -86,12 +85,6 @@ template <class T>
 FlashGrads<T> flash_attention_vjp(const Var<T>& q, const Var<T>& k, const Var<T>& v, const Var<T>& out,
                                   const Var<T>& lse, const Var<T>& grad_out, const Var<T>& grad_lse, double scale,
                                   const FlashMask<T>& mask = {}, double softcap = 0.0);
-
-// The ops from their exported attributes (ops/registry): {"scale"}, and "causal": true,
-// "key_mask": true, "window": W and "softcap": C when set (files without them read as unmasked
-// and uncapped; "causal": false, "window": 0 and "softcap": 0 read as absent).
-std::shared_ptr<const Op> make_flash_attention_op(const JsonCursor& attrs);
-std::shared_ptr<const Op> make_flash_attention_vjp_op(const JsonCursor& attrs);
 
 namespace detail {
 

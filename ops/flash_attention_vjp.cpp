@@ -38,6 +38,7 @@
 #include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/log_softmax.hpp>
 #include <xgrad/ops/matmul.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/slice.hpp>

@@ -23,6 +23,7 @@
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/kernels/vector_math.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/scale.hpp>
 
 namespace xgrad {

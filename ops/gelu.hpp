@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -27,9 +26,5 @@ Var<T> gelu(const Var<T>& x, GeluApprox approx = GeluApprox::none);
 // of erf or tanh, exp, mul and scale nodes.
 template <class T>
 Var<T> gelu_vjp(const Var<T>& x, const Var<T>& grad_out, GeluApprox approx = GeluApprox::none);
-
-// The ops from their exported attributes (ops/registry).
-std::shared_ptr<const Op> make_gelu_op(const JsonCursor& attrs);
-std::shared_ptr<const Op> make_gelu_vjp_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

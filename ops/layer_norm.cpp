@@ -22,6 +22,8 @@
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/norm_rows.hpp>
+#include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
@@ -256,10 +258,7 @@ LayerNormGrads<T> layer_norm_vjp(const Var<T>& x, const Var<T>& gamma, const Var
   return {outs[0], outs[1], outs[2]};
 }
 
-std::shared_ptr<const Op> make_layer_norm_vjp_op(const JsonCursor& attrs) {
-  attrs.check_object({});
-  return std::make_shared<LayerNormVjpOp>();
-}
+std::shared_ptr<const Op> make_layer_norm_vjp_op(const JsonCursor& attrs) { return from_no_attrs<LayerNormVjpOp>(attrs); }
 
 template Var<float> layer_norm(const Var<float>&, const Var<float>&, const Var<float>&, double);
 template Var<double> layer_norm(const Var<double>&, const Var<double>&, const Var<double>&, double);

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -14,8 +13,5 @@ namespace xgrad {
 // Throws xgrad::error if the axis is out of range or has length 0.
 template <class T>
 Var<T> log_softmax(const Var<T>& x, long axis = -1);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_log_softmax_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -18,6 +18,8 @@
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/gemm.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
@@ -308,10 +310,7 @@ Var<T> linear(const Var<T>& x, const Var<T>& w, const Var<T>& b) {
   return x.graph().apply(std::make_shared<LinearOp>(), {x, w, b});
 }
 
-std::shared_ptr<const Op> make_linear_op(const JsonCursor& attrs) {
-  attrs.check_object({});
-  return std::make_shared<LinearOp>();
-}
+std::shared_ptr<const Op> make_linear_op(const JsonCursor& attrs) { return from_no_attrs<LinearOp>(attrs); }
 
 template Var<float> matmul(const Var<float>&, const Var<float>&, bool, bool);
 template Var<double> matmul(const Var<double>&, const Var<double>&, bool, bool);

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -29,9 +28,5 @@ Var<T> matmul(const Var<T>& a, const Var<T>& b, bool transpose_a = false, bool t
 // shared, a b other than (n), or a y of more than max_array_elements.
 template <class T>
 Var<T> linear(const Var<T>& x, const Var<T>& w, const Var<T>& b);
-
-// The ops from their exported attributes (ops/registry).
-std::shared_ptr<const Op> make_matmul_op(const JsonCursor& attrs);
-std::shared_ptr<const Op> make_linear_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

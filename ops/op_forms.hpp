@@ -12,6 +12,14 @@
 
 namespace xgrad {
 
+// The factory of an op of no attributes, for its make_<name>_op (ops/registry): attrs must be {}
+// (xgrad::error naming a key otherwise).
+template <class O>
+std::shared_ptr<const Op> from_no_attrs(const JsonCursor& attrs) {
+  attrs.check_object({});
+  return std::make_shared<O>();
+}
+
 // Derived names its attribute's key, `static constexpr const char* key`, and writes the rest of
 // an op (name(), infer_shape, run_forward, run_vjp, to_onnx, ...), reading the attribute as
 // m_value. A is Shape (JSON an array of lengths), long (an integer) or double (a number, or

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -13,8 +12,5 @@ namespace xgrad {
 // hold more than max_array_elements elements (axes of length 0 counted as 1).
 template <class T>
 Var<T> pad(const Var<T>& x, long axis, std::size_t before, std::size_t after);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_pad_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

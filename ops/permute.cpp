@@ -7,6 +7,7 @@
 
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
+#include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
 

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -11,8 +10,5 @@ namespace xgrad {
 // axes and the shape unless axes is a permutation of 0 .. rank-1.
 template <class T>
 Var<T> permute(const Var<T>& x, const std::vector<std::size_t>& axes);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_permute_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -8,6 +8,7 @@
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/scale.hpp>
 
 namespace xgrad {

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -18,8 +17,5 @@ namespace xgrad {
 // NaN or infinite (no node is added).
 template <class T>
 Var<T> pow(const Var<T>& x, double p);
-
-// The op from its exported attributes {"exponent": p} (ops/registry).
-std::shared_ptr<const Op> make_pow_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -11,8 +10,5 @@ namespace xgrad {
 // Throws xgrad::error naming both shapes if the counts differ.
 template <class T>
 Var<T> reshape(const Var<T>& x, const Shape& shape);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_reshape_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -19,6 +19,8 @@
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/norm_rows.hpp>
+#include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>
@@ -211,10 +213,7 @@ RmsNormGrads<T> rms_norm_vjp(const Var<T>& x, const Var<T>& gamma, const Var<T>&
   return {outs[0], outs[1]};
 }
 
-std::shared_ptr<const Op> make_rms_norm_vjp_op(const JsonCursor& attrs) {
-  attrs.check_object({});
-  return std::make_shared<RmsNormVjpOp>();
-}
+std::shared_ptr<const Op> make_rms_norm_vjp_op(const JsonCursor& attrs) { return from_no_attrs<RmsNormVjpOp>(attrs); }
 
 template Var<float> rms_norm(const Var<float>&, const Var<float>&, double);
 template Var<double> rms_norm(const Var<double>&, const Var<double>&, double);

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -35,9 +34,5 @@ struct RmsNormGrads {
 // (second order and beyond).
 template <class T>
 RmsNormGrads<T> rms_norm_vjp(const Var<T>& x, const Var<T>& gamma, const Var<T>& rstd, const Var<T>& grad_y);
-
-// The ops from their exported attributes (ops/registry).
-std::shared_ptr<const Op> make_rms_norm_op(const JsonCursor& attrs);
-std::shared_ptr<const Op> make_rms_norm_vjp_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

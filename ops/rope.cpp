@@ -12,6 +12,7 @@
 #include <xgrad/ops/kernels/parallel.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/kernels/vector_math.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/slice.hpp>
 #include <xgrad/ops/sum.hpp>
 #include <xgrad/ops/sum_to.hpp>

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -26,8 +25,5 @@ namespace xgrad {
 // that do not broadcast, and a base that is not finite and > 0; no node is added then.
 template <class T>
 Var<T> rope(const Var<T>& x, const Var<T>& positions, double base = 10000.0);
-
-// The op from its exported attributes {"base": b} (ops/registry).
-std::shared_ptr<const Op> make_rope_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

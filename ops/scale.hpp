@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -10,8 +9,5 @@ namespace xgrad {
 // double and rounded to T when applied.
 template <class T>
 Var<T> scale(const Var<T>& x, double alpha);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_scale_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -8,6 +8,7 @@
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/pad.hpp>
+#include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
 

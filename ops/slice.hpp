@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -13,8 +12,5 @@ namespace xgrad {
 // 0 <= begin <= end <= x.shape[axis].
 template <class T>
 Var<T> slice(const Var<T>& x, long axis, std::size_t begin, std::size_t end);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_slice_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

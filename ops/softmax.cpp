@@ -9,6 +9,7 @@
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/softmax_vjp.hpp>
 
 namespace xgrad {

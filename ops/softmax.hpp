@@ -4,7 +4,6 @@
 #include <optional>
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -35,9 +34,6 @@ OnnxExpRows onnx_exp_rows(OnnxEmitter& e, const std::string& x, std::int64_t axi
 // only -inf; the same from rows onnx_exp_rows wrote already.
 std::string onnx_softmax(OnnxEmitter& e, const std::string& x, std::int64_t axis);
 std::string onnx_softmax(OnnxEmitter& e, const OnnxExpRows& rows);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_softmax_op(const JsonCursor& attrs);
 
 namespace detail {
 // The op's forward on one row of n elements at a stride (y may be x), for loops outside a graph

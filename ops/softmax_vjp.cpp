@@ -10,6 +10,7 @@
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/kernels/row_kernels.hpp>
 #include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/scale.hpp>
 #include <xgrad/ops/sum_to.hpp>
 

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -15,9 +14,6 @@ Var<T> softmax_vjp(const Var<T>& y, const Var<T>& grad_out, long axis = -1);
 // True if `op` is a softmax_vjp op: its node's inputs are (y, grad_out). For code that pairs
 // softmax nodes with their gradients (lib/diagnostics).
 bool is_softmax_vjp(const Op& op);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_softmax_vjp_op(const JsonCursor& attrs);
 
 namespace detail {
 // The op's forward on one row of n elements at a stride: z = y * (g - sum(g * y)) (z may be y or

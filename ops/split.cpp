@@ -10,6 +10,7 @@
 #include <xgrad/ops/concat.hpp>
 #include <xgrad/ops/kernels/common.hpp>
 #include <xgrad/ops/pad.hpp>
+#include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
 

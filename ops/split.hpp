@@ -4,7 +4,6 @@
 #include <vector>
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -29,8 +28,5 @@ std::vector<Var<T>> chunk(const Var<T>& x, std::size_t n, long axis);
 
 // The sizes chunk gives for an axis of length `length` cut into n parts (n >= 1).
 std::vector<std::size_t> chunk_sizes(std::size_t length, std::size_t n);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_split_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

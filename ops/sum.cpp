@@ -9,6 +9,7 @@
 #include <xgrad/graph/shape.hpp>
 #include <xgrad/ops/broadcast_to.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/reshape.hpp>
 #include <xgrad/ops/scale.hpp>
 
@@ -72,7 +73,7 @@ Var<T> reduce(const Var<T>& x, const std::vector<long>& axes, bool keepdims, boo
 }
 
 // The op from its exported attributes {"axes": [...], "keepdims": bool}.
-std::shared_ptr<const Op> make_reduce_op(const JsonCursor& attrs, bool mean) {
+std::shared_ptr<const Op> reduce_from_attrs(const JsonCursor& attrs, bool mean) {
   attrs.check_object({key_axes, key_keepdims});
   const JsonCursor list = attrs[key_axes];
   std::vector<long> axes;
@@ -108,8 +109,8 @@ Var<T> spread_back(const Var<T>& g, const Shape& kept, const Shape& x_shape) {
   return shapes_equal(kept, x_shape) ? k : broadcast_to(k, x_shape);
 }
 
-std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs) { return make_reduce_op(attrs, false); }
-std::shared_ptr<const Op> make_mean_op(const JsonCursor& attrs) { return make_reduce_op(attrs, true); }
+std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs) { return reduce_from_attrs(attrs, false); }
+std::shared_ptr<const Op> make_mean_op(const JsonCursor& attrs) { return reduce_from_attrs(attrs, true); }
 
 template Var<float> sum(const Var<float>&, const std::vector<long>&, bool);
 template Var<double> sum(const Var<double>&, const std::vector<long>&, bool);

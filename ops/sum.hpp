@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -28,9 +27,5 @@ Var<T> mean(const Var<T>& x);
 // reduced axes as 1 (`kept`), then broadcast to x's shape. The VJP of sum and mean.
 template <class T>
 Var<T> spread_back(const Var<T>& g, const Shape& kept, const Shape& x_shape);
-
-// The ops from their exported attributes (ops/registry).
-std::shared_ptr<const Op> make_sum_op(const JsonCursor& attrs);
-std::shared_ptr<const Op> make_mean_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

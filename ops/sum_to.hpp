@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -21,8 +20,5 @@ Var<T> sum_to_shape_of(const Var<T>& g, const Var<T>& x) {
   if (shapes_equal(g.value().shape(), s)) return g;
   return sum_to(g, Shape(s.begin(), s.end()));
 }
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_sum_to_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -10,6 +10,7 @@
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {
@@ -22,18 +23,6 @@ constexpr const char* key_ignore_index = "ignore_index";
 
 // take_label's class of an ignored position.
 constexpr std::size_t ignored = static_cast<std::size_t>(-1);
-
-// "labels[1, 3]": the multi-index of element `flat` of an array of this shape ("labels[]" for a scalar).
-std::string position(std::size_t flat, const Shape& shape) {
-  std::vector<std::size_t> at(shape.size());
-  for (std::size_t a = shape.size(); a-- > 0;) {
-    at[a] = flat % shape[a];
-    flat /= shape[a];
-  }
-  std::string s = "labels[";
-  for (std::size_t a = 0; a < at.size(); ++a) s += (a ? ", " : "") + std::to_string(at[a]);
-  return s + "]";
-}
 
 // Input 1, the labels: an index leaf's int64 values.
 template <class T>
@@ -52,7 +41,7 @@ std::size_t class_of(const xt::xarray<std::int64_t>& labels, std::size_t i, std:
   const std::int64_t label = labels.data()[i];
   if (ignore_index && label == *ignore_index) return ignored;
   if (label < 0 || static_cast<std::uint64_t>(label) >= classes) {
-    throw error("label " + std::to_string(label) + " at " + position(i, shape_of(labels)) + " is outside the classes [0, " +
+    throw error("label " + std::to_string(label) + " at labels" + index_str(unravel_index(i, shape_of(labels))) + " is outside the classes [0, " +
                 std::to_string(classes) + ")" +
                 (ignore_index ? " and is not ignore_index " + std::to_string(*ignore_index) : std::string()));
   }

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -43,9 +42,5 @@ namespace detail {
 // row-major order outside [0, classes) that is not ignore_index.
 void check_labels(const xt::xarray<std::int64_t>& labels, std::size_t classes, std::optional<std::int64_t> ignore_index);
 }  // namespace detail
-
-// The ops from their exported attributes (ops/registry).
-std::shared_ptr<const Op> make_take_label_op(const JsonCursor& attrs);
-std::shared_ptr<const Op> make_take_label_vjp_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

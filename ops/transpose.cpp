@@ -7,6 +7,8 @@
 
 #include <xgrad/graph/json.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 
 namespace xgrad {
 
@@ -82,10 +84,7 @@ Var<T> transpose(const Var<T>& x) {
   return x.graph().apply(std::make_shared<TransposeOp>(), {x});
 }
 
-std::shared_ptr<const Op> make_transpose_op(const JsonCursor& attrs) {
-  attrs.check_object({});
-  return std::make_shared<TransposeOp>();
-}
+std::shared_ptr<const Op> make_transpose_op(const JsonCursor& attrs) { return from_no_attrs<TransposeOp>(attrs); }
 
 template Var<float> transpose(const Var<float>&);
 template Var<double> transpose(const Var<double>&);

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -10,8 +9,5 @@ namespace xgrad {
 // To feed a transposed operand to matmul without a copy, use matmul's transpose flags.
 template <class T>
 Var<T> transpose(const Var<T>& x);
-
-// The op from its exported attributes (ops/registry).
-std::shared_ptr<const Op> make_transpose_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -8,6 +8,8 @@
 #include <xgrad/ops/apply_mask.hpp>
 #include <xgrad/ops/elementwise.hpp>
 #include <xgrad/ops/kernels/common.hpp>
+#include <xgrad/ops/op_forms.hpp>
+#include <xgrad/ops/registry.hpp>
 #include <xgrad/ops/sum_to.hpp>
 
 namespace xgrad {
@@ -64,10 +66,7 @@ Var<T> where(const Var<T>& cond, const Var<T>& a, const Var<T>& b) {
   return cond.graph().apply(std::make_shared<WhereOp>(), {cond, a, b});
 }
 
-std::shared_ptr<const Op> make_where_op(const JsonCursor& attrs) {
-  attrs.check_object({});
-  return std::make_shared<WhereOp>();
-}
+std::shared_ptr<const Op> make_where_op(const JsonCursor& attrs) { return from_no_attrs<WhereOp>(attrs); }
 
 template Var<float> where(const Var<float>&, const Var<float>&, const Var<float>&);
 template Var<double> where(const Var<double>&, const Var<double>&, const Var<double>&);

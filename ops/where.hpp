@@ -2,7 +2,6 @@
 #pragma once
 
 #include <xgrad/graph/graph.hpp>
-#include <xgrad/graph/json.hpp>
 
 namespace xgrad {
 
@@ -18,8 +17,5 @@ namespace xgrad {
 // not broadcast together, or if y would hold more than max_array_elements = 2^28 elements.
 template <class T>
 Var<T> where(const Var<T>& cond, const Var<T>& a, const Var<T>& b);
-
-// The op from its exported attributes, {} (ops/registry).
-std::shared_ptr<const Op> make_where_op(const JsonCursor& attrs);
 
 }  // namespace xgrad

@@ -87,12 +87,7 @@ PyAttentionParams wrap_params(const BoxPtr<T>& box, const AttentionParams<T>& p)
                            std::nullopt, std::nullopt};
 }
 
-QkNorm qk_norm_kind(const std::string& kind) {
-  if (kind == "rms") return QkNorm::rms;
-  if (kind == "layer") return QkNorm::layer;
-  if (kind == "none") return QkNorm::none;
-  throw error("qk_norm: kind \"" + kind + "\" is none of \"rms\", \"layer\", \"none\"");
-}
+QkNorm qk_norm_kind(const std::string& kind) { return parse_name(qk_norm_names, kind, "qk_norm: kind"); }
 
 // variant_attention's keyword arguments, shared by the block.
 struct VariantArgs {
@@ -107,9 +102,7 @@ struct VariantArgs {
 
   template <class T>
   VariantOptions<T> options() const {
-    if (weights != "softmax" && weights != "sigmoid") {
-      throw error("variant_attention: weights \"" + weights + "\" is neither \"softmax\" nor \"sigmoid\"");
-    }
+    const AttentionWeights kind = parse_name(attention_weights_names, weights, "variant_attention: weights");
     VariantOptions<T> o;
     o.scale = scale;
     o.softcap = softcap;
@@ -117,7 +110,7 @@ struct VariantArgs {
     o.mask = typed<T>(mask);
     o.causal = causal;
     o.window = window;
-    o.weights = weights == "sigmoid" ? AttentionWeights::sigmoid : AttentionWeights::softmax;
+    o.weights = kind;
     o.sigmoid_bias = sigmoid_bias;
     o.impl = attention_impl(impl);
     return o;

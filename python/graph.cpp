@@ -185,12 +185,7 @@ std::string repr(const PyVar& v) {
   });
 }
 
-ExportValues export_values(const std::string& values) {
-  for (ExportValues v : {ExportValues::none, ExportValues::inputs, ExportValues::all}) {
-    if (values == values_name(v)) return v;
-  }
-  throw error("values \"" + values + "\" is none of \"none\", \"inputs\", \"all\"");
-}
+ExportValues export_values(const std::string& values) { return parse_name(export_values_names, values, "values"); }
 
 template <class T>
 std::map<std::string, PyVar> named(const BoxPtr<T>& box, const std::map<std::string, Slot>& slots) {

@@ -41,8 +41,21 @@ class BlasThreads {
   int m_before = openblas_get_num_threads();
 };
 
+// Attention's inputs q, k, v in g, random (random_array) of these shapes from the seeds seed,
+// seed + 1 and seed + 2, q and k with standard deviation `spread`:
+//   const auto [q, k, v] = random_qkv(g, {2, 3}, {4, 3}, {4, 2}, 1);
+template <class T>
+struct Qkv {
+  Var<T> q, k, v;
+};
+template <class T>
+Qkv<T> random_qkv(Graph<T>& g, const Shape& q, const Shape& k, const Shape& v, std::uint64_t seed, double spread = 1.0) {
+  return {g.input("q", random_array<T>(q, seed, spread)), g.input("k", random_array<T>(k, seed + 1, spread)),
+          g.input("v", random_array<T>(v, seed + 2))};
+}
+
 // Runs f, expects xgrad::error, and checks the message contains every one of `parts`.
-inline void check_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {
+inline void check_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
   try {
     f();
   } catch (const xgrad::error& e) {
@@ -64,23 +77,60 @@ GradcheckReport check_gradients(const Var<T>& y, const std::vector<Var<T>>& xs,
   return report;
 }
 
+// g through JSON and back: exported with every value, it imports as the same ops and replays to
+// the same text; then, for each of `nexts` given to `leaf` in both graphs, both replay to the
+// same bits in every node (V: a mask leaf's booleans or T). Returns the exported text (to look for an op or attributes in).
+template <class T, class V>
+std::string check_json_replays(Graph<T>& g, const Var<T>& leaf, std::initializer_list<V> nexts) {
+  const std::string text = to_json(g, ExportValues::all).dump();
+  const auto back = graph_from_json<T>(text);
+  BOOST_TEST_REQUIRE(back->size() == g.size());
+  for (std::size_t id = 0; id < g.size(); ++id) BOOST_TEST(back->node(id).op_name() == g.node(id).op_name(), "node " << id);
+  back->replay();
+  BOOST_TEST(to_json(*back, ExportValues::all).dump() == text);
+  for (const auto& next : nexts) {
+    g.set_value(leaf, next);
+    back->set_value(back->var(leaf.id()), next);
+    g.replay();
+    back->replay();
+    for (std::size_t id = 0; id < g.size(); ++id) BOOST_TEST(same_bits(back->node(id).value(), g.node(id).value()), "node " << id);
+  }
+  return text;
+}
+
 // y's op writes `attrs` (compact JSON), and the export of y's graph with all values imports back
 // with y's node of the same op, the same attrs and the same value.
-inline void check_attrs_round_trip(const Var<double>& y, const std::string& op, const std::string& attrs) {
+// Returns the export, for the refusals below.
+inline Json check_attrs_round_trip(const Var<double>& y, const std::string& op, const std::string& attrs) {
   BOOST_TEST(y.node().op->attrs().dump() == attrs);
-  const auto copy = graph_from_json<double>(to_json(y.graph(), ExportValues::all).dump());
+  Json exported = to_json(y.graph(), ExportValues::all);
+  const auto copy = graph_from_json<double>(exported.dump());
   BOOST_TEST(copy->node(y.id()).op_name() == op);
   BOOST_TEST(copy->node(y.id()).op->attrs() == y.node().op->attrs());
   BOOST_TEST(copy->node(y.id()).value() == y.value());
+  return exported;
 }
 
-// The import of `exported` refuses each of `keys` in the attrs of node `id` set to -1, naming it.
-inline void check_refuses_negative_attrs(const Json& exported, std::size_t id, std::initializer_list<const char*> keys) {
+// The import of `exported` with node `id`'s attribute `key` set to `value` fails with `message`.
+inline void check_refuses_attr(const Json& exported, std::size_t id, const std::string& key, const Json& value,
+                               const std::string& message) {
+  Json bad = exported;
+  bad["nodes"][id]["attrs"][key] = value;
+  check_error([&] { graph_from_json<double>(bad.dump()); }, {message});
+}
+
+// The import of `exported` refuses node `id`'s attrs with an unknown key, and with each of `keys`
+// (non-negative integers) set to -1 or, if `required`, missing; each message names the key.
+inline void check_refuses_bad_attrs(const Json& exported, std::size_t id, std::initializer_list<const char*> keys,
+                                    bool required = true) {
+  const std::string at = "nodes[" + std::to_string(id) + "].attrs";
+  check_refuses_attr(exported, id, "unknown", 0, at + ".unknown: unknown key");
   for (const char* key : keys) {
-    Json bad = exported;
-    bad["nodes"][id]["attrs"][key] = -1;
-    check_error([&] { graph_from_json<double>(bad.dump()); },
-                {"nodes[" + std::to_string(id) + "].attrs." + key + ": expected a non-negative integer, got -1"});
+    check_refuses_attr(exported, id, key, -1, at + "." + key + ": expected a non-negative integer, got -1");
+    if (!required) continue;
+    Json missing = exported;
+    missing["nodes"][id]["attrs"].erase(key);
+    check_error([&] { graph_from_json<double>(missing.dump()); }, {at + ": missing key \"" + key + "\""});
   }
 }
 

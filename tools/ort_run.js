@@ -124,6 +124,23 @@ function readGraph(file) {
   return {dtype: g.dtype, leaves, named};
 }
 
+// The case directories of the directory named by a script's argument argv[2], each one holding
+// `marker`, sorted; exits 2 with the script's usage line without the argument, 1 when there are
+// none (saying what makes them).
+function caseDirs(argv, script, marker, makes) {
+  const root = argv[2];
+  if (!root) {
+    console.error(`usage: node ${script} DIR`);
+    process.exit(2);
+  }
+  const cases = fs.readdirSync(root).filter((c) => fs.existsSync(path.join(root, c, marker))).sort();
+  if (cases.length === 0) {
+    console.error(`${root}: no cases (${makes})`);
+    process.exit(1);
+  }
+  return {root, cases};
+}
+
 function usage(message) {
   console.error(`ort_run: ${message}\nusage: node tools/ort_run.js MODEL.onnx [--graph GRAPH.json] [--input NAME=FILE]... [--runs N] [--level L]`);
   process.exit(2);
@@ -192,4 +209,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = {loadRuntime, number, compare, tensorOf, tolerance, readArray};
+module.exports = {loadRuntime, number, compare, tensorOf, tolerance, readArray, caseDirs};

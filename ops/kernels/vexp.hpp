@@ -14,33 +14,42 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace xgrad::detail {
 
-// 2^n for an integer-valued n of an exponent's range, from the bits of n + 1.5 * 2^(mantissa bits).
-inline float pow2_of_integer(float n) {
-  const float t = n + 12582912.0f;  // 1.5 * 2^23: n sits in the low mantissa bits
-  std::uint32_t bits;
+// The layout of float and double (IEEE binary32 and binary64): the integer type of their bits,
+// the mantissa's bits, the exponent's bias, and magic = 1.5 * 2^(mantissa bits) with its bits
+// (adding magic puts an integer-valued x of an exponent's range in the low mantissa bits,
+// rounded to the nearest, ties to even).
+template <class T>
+struct FloatBits {
+  static_assert(std::numeric_limits<T>::is_iec559 && (sizeof(T) == 4 || sizeof(T) == 8), "float or double");
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  static constexpr int mantissa = std::numeric_limits<T>::digits - 1;   // 23, 52
+  static constexpr U bias = std::numeric_limits<T>::max_exponent - 1;  // 127, 1023
+  static constexpr T magic = T(3) * T(U(1) << (mantissa - 1));  // 1.5 * 2^23, 1.5 * 2^52
+  static constexpr U magic_bits = ((bias + mantissa) << mantissa) | (U(1) << (mantissa - 1));  // 0x4B400000, ...
+};
+
+// 2^n for an integer-valued n of an exponent's range, from the bits of n + magic.
+template <class T>
+inline T pow2_of_integer(T n) {
+  using B = FloatBits<T>;
+  const T t = n + B::magic;
+  typename B::U bits;
   std::memcpy(&bits, &t, sizeof bits);
-  bits = (bits - 0x4B400000u + 127u) << 23;
-  float p;
+  bits = (bits - B::magic_bits + B::bias) << B::mantissa;
+  T p;
   std::memcpy(&p, &bits, sizeof p);
   return p;
 }
 
-inline double pow2_of_integer(double n) {
-  const double t = n + 6755399441055744.0;  // 1.5 * 2^52
-  std::uint64_t bits;
-  std::memcpy(&bits, &t, sizeof bits);
-  bits = (bits - 0x4338000000000000u + 1023u) << 52;
-  double p;
-  std::memcpy(&p, &bits, sizeof p);
-  return p;
+// x rounded to the nearest integer (ties to even) by adding and removing magic.
+template <class T>
+inline T round_to_integer(T x) {
+  return (x + FloatBits<T>::magic) - FloatBits<T>::magic;
 }
-
-// n rounded to the nearest integer (ties to even) by adding and removing 1.5 * 2^mantissa bits.
-inline float round_to_integer(float x) { return (x + 12582912.0f) - 12582912.0f; }
-inline double round_to_integer(double x) { return (x + 6755399441055744.0) - 6755399441055744.0; }
 
 // Cephes' approximations of e^r on |r| <= ln2 / 2 (a little more for rounding of n), their
 // coefficients highest degree first, shared with ops/kernels/vexp_avx512.hpp. float: e^r = 1 + r + r^2 P(r).

@@ -30,6 +30,16 @@ void check_near(const xt::xarray<double>& actual, const xt::xarray<double>& expe
   BOOST_TEST(worst <= tol, what << ": worst relative difference " << worst << " > " << tol);
 }
 
+// A directory with corpus.txt of 300 lines "the quick brown fox N jumps.", N pseudo-random below
+// 1000: a corpus with some structure to learn.
+struct FoxBox : Sandbox {
+  FoxBox() {
+    std::string text;
+    for (int i = 0; i < 300; ++i) text += "the quick brown fox " + std::to_string(i * 7919 % 1000) + " jumps.\n";
+    write_text(dir / "corpus.txt", text);
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(char_gpt)
@@ -91,10 +101,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_is_the_uninterrupted_run_bit_for_bit) {
   // 20 steps in one run, and 10 steps of the same 20-step schedule resumed for 10 more, with
   // dropout on (the masks follow the step): the same parameters, AdamW moments, data position
   // and last evaluation, in float32 and float64, through .safetensors and .npz.
-  Sandbox box;
-  std::string text;
-  for (int i = 0; i < 300; ++i) text += "the quick brown fox " + std::to_string(i * 7919 % 1000) + " jumps.\n";
-  write_text(box.dir / "corpus.txt", text);
+  FoxBox box;
   const std::string model =
       " --data corpus.txt --layers 2 --heads 2 --d-model 16 --block 8 --batch 4 --eval-every 5 --eval-batches 2"
       " --dropout 0.1 --lr 3e-3 --warmup 4";
@@ -131,10 +138,7 @@ BOOST_AUTO_TEST_CASE(every_attention_variant_trains_logs_and_resumes_bit_for_bit
   // Each variant alone and all together: the run trains (finite losses, falling), logs its
   // heads' entropies, stores the variant in the checkpoint's metadata, and a resumed run is the
   // uninterrupted one bit for bit.
-  Sandbox box;
-  std::string text;
-  for (int i = 0; i < 300; ++i) text += "the quick brown fox " + std::to_string(i * 7919 % 1000) + " jumps.\n";
-  write_text(box.dir / "corpus.txt", text);
+  FoxBox box;
   const std::string model =
       " --data corpus.txt --layers 2 --heads 4 --d-model 16 --block 8 --batch 4 --eval-every 5 --eval-batches 2"
       " --lr 3e-3 --warmup 4";

@@ -43,9 +43,7 @@ BOOST_AUTO_TEST_CASE(the_walk_can_stop_at_the_xs) {
 
 BOOST_AUTO_TEST_CASE(gradients_say_whose_gradient_they_are) {
   Graph<double> g;
-  const auto q = g.input("q", random_array<double>({2, 3}, 1));
-  const auto k = g.input("k", random_array<double>({4, 3}, 2));
-  const auto v = g.input("v", random_array<double>({4, 2}, 3));
+  const auto [q, k, v] = random_qkv(g, {2, 3}, {4, 3}, {4, 2}, 1);
   const auto a = attention_nodes(q, k, v);
   const std::size_t forward_nodes = g.size();
   const auto grads = grad(a.output, {q, k, v});

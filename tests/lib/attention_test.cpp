@@ -66,9 +66,7 @@ BOOST_AUTO_TEST_CASE(softmax_runs_over_keys_not_queries) {
 
 BOOST_AUTO_TEST_CASE(is_built_from_the_four_ops) {
   Graph<double> g;
-  const auto q = g.input("q", random_array<double>({2, 3}, 1));
-  const auto k = g.input("k", random_array<double>({4, 3}, 2));
-  const auto v = g.input("v", random_array<double>({4, 5}, 3));
+  const auto [q, k, v] = random_qkv(g, {2, 3}, {4, 3}, {4, 5}, 1);
   const auto a = attention_nodes(q, k, v);
   std::vector<std::string> ops;
   for (std::size_t i = 3; i < g.size(); ++i) ops.push_back(g.node(i).op_name());

@@ -62,9 +62,7 @@ BOOST_AUTO_TEST_CASE(reports_the_worst_element_of_each_input) {
 
 BOOST_AUTO_TEST_CASE(automatic_mode_projects_large_inputs) {
   Graph<double> g;
-  const auto q = g.input("q", random_array<double>({16, 32}, 2));
-  const auto k = g.input("k", random_array<double>({24, 32}, 3));
-  const auto v = g.input("v", random_array<double>({24, 16}, 4));
+  const auto [q, k, v] = random_qkv(g, {16, 32}, {24, 32}, {24, 16}, 2);
   const auto report = xgrad::gradcheck(attention(q, k, v), {q, k, v});
   BOOST_TEST(report.mode == GradcheckMode::projection);
   BOOST_TEST(report.compared == 3 * GradcheckOptions().projections);

@@ -157,9 +157,7 @@ BOOST_AUTO_TEST_CASE(nodes_with_several_outputs_round_trip) {
   // The fused attention's node has out and lse, its VJP three gradients: inputs and names
   // refer to outputs, each output keeps its grad_of.
   Graph<double> g;
-  const auto q = g.input("q", random_array<double>({2, 3, 2}, 1));
-  const auto k = g.input("k", random_array<double>({2, 4, 2}, 2));
-  const auto v = g.input("v", random_array<double>({2, 4, 3}, 3));
+  const auto [q, k, v] = random_qkv(g, {2, 3, 2}, {2, 4, 2}, {2, 4, 3}, 1);
   const auto [out, lse] = flash_attention(q, k, v, 0.7);
   g.set_output("out", out);
   g.set_output("lse", lse);

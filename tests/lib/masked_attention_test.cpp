@@ -72,9 +72,7 @@ BOOST_AUTO_TEST_CASE(a_row_with_no_allowed_key_is_zero_forward_and_backward) {
 
 BOOST_AUTO_TEST_CASE(gradients_match_finite_differences) {
   Graph<double> g;
-  const auto q = g.input("q", random_array<double>({2, 4, 3}, 7));
-  const auto k = g.input("k", random_array<double>({2, 4, 3}, 8));
-  const auto v = g.input("v", random_array<double>({2, 4, 2}, 9));
+  const auto [q, k, v] = random_qkv(g, {2, 4, 3}, {2, 4, 3}, {2, 4, 2}, 7);
   BOOST_TEST_CONTEXT("causal") { check_gradients(xgrad::masked_attention(q, k, v, causal_mask(4, 4)), {q, k, v}); }
   BOOST_TEST_CONTEXT("padding") { check_gradients(xgrad::masked_attention(q, k, v, padding_mask({3, 1}, 4, 4)), {q, k, v}); }
   xt::xarray<bool> empty_row = causal_mask(4, 4);

@@ -269,6 +269,16 @@ BOOST_AUTO_TEST_CASE(cli_import_refuses_with_one_line_and_writes_nothing) {
 std::unique_ptr<Graph<float>> import_built(const onnx::ModelProto& m, const OnnxImportOptions& o = {}) {
   return import_onnx_bytes<float>(m.SerializeAsString(), "m.onnx", o);
 }
+// A model of an int64 input ids (1, 2) that goes through `op` with the int64 constant `operand`
+// before it indexes the table {1, 2, 3}: y = Gather(table, indices), indices = op(ids, operand).
+onnx::ModelProto ids_through(const std::string& op, const std::vector<std::int64_t>& operand) {
+  auto m = test::empty_model({{"ids", onnx::TensorProto::INT64, {1, 2}}});
+  test::add_initializer(m, "table", {1, 2, 3});
+  test::add_int64_constant(m, "operand", operand);
+  test::add_node(m, op, {"ids", "operand"}, {"indices"});
+  test::add_node(m, "Gather", {"table", "indices"}, {"y"});
+  return m;
+}
 float output_at(const Graph<float>& g, std::size_t i) {
   return g.node(g.outputs().at("y").node).value().data()[i];
 }
@@ -283,21 +293,12 @@ BOOST_AUTO_TEST_CASE(values_read_at_import_are_never_parameters_or_run_time_ids)
   test::add_node(m, "Add", {"p", "ww"}, {"y"});
   check_error([&] { import_built(m); }, {"(Pow, domain ai.onnx, opset 17): input 1 'w' is a parameter"});
   // Ids computed from an integer graph input (ids + 1) would be frozen at import: refused.
-  auto r = test::empty_model({{"ids", onnx::TensorProto::INT64, {1, 2}}});
-  test::add_initializer(r, "table", {1, 2, 3});
-  test::add_int64_constant(r, "one", {1});
-  test::add_node(r, "Add", {"ids", "one"}, {"next"});
-  test::add_node(r, "Gather", {"table", "next"}, {"y"});
-  check_error([&] { import_built(r); }, {"(Gather, domain ai.onnx, opset 17): input 1 'next' (indices) is computed at import from an integer graph input"});
+  check_error([&] { import_built(ids_through("Add", {1})); },
+              {"(Gather, domain ai.onnx, opset 17): input 1 'indices' (indices) is computed at import from an integer graph input"});
   // A Reshape of the ids (GPT-2's input_ids.view(-1, T)) reads the index leaf in its new shape.
-  auto v = test::empty_model({{"ids", onnx::TensorProto::INT64, {1, 2}}});
-  test::add_initializer(v, "table", {1, 2, 3});
-  test::add_int64_constant(v, "shape", {2});
-  test::add_node(v, "Reshape", {"ids", "shape"}, {"flat"});
-  test::add_node(v, "Gather", {"table", "flat"}, {"y"});
   OnnxImportOptions vo;
   vo.inputs["ids"] = {"int64", {}, xt::xarray<std::int64_t>{{0, 1}}};
-  const auto gv = import_built(v, vo);
+  const auto gv = import_built(ids_through("Reshape", {2}), vo);
   BOOST_TEST((gv->var(gv->outputs().at("y")).shape() == Shape{2}));
   const Var<float> leaf = leaf_named(*gv, "ids");
   BOOST_TEST(leaf.node().index_leaf);

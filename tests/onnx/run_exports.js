@@ -20,7 +20,7 @@
 const fs = require('fs');
 const path = require('path');
 
-const {loadRuntime, number, compare, tensorOf, tolerance} = require('../../tools/ort_run.js');
+const {loadRuntime, number, compare, tensorOf, tolerance, caseDirs} = require('../../tools/ort_run.js');
 const ort = loadRuntime();
 if (!ort) {
   console.log('SKIPPED: onnxruntime-node is not installed in tests/onnx/runtime (tools/setup test installs it: ' +
@@ -72,16 +72,7 @@ async function runCase(dir) {
 }
 
 async function main() {
-  const root = process.argv[2];
-  if (!root) {
-    console.error('usage: node tests/onnx/run_exports.js DIR');
-    process.exit(2);
-  }
-  const cases = fs.readdirSync(root).filter((d) => fs.existsSync(path.join(root, d, 'case.json'))).sort();
-  if (cases.length === 0) {
-    console.error(`${root}: no cases (run the onnx_export suite first)`);
-    process.exit(1);
-  }
+  const {root, cases} = caseDirs(process.argv, 'tests/onnx/run_exports.js', 'case.json', 'run the onnx_export suite first');
   let failed = 0;
   for (const c of cases) {
     try {

@@ -71,6 +71,30 @@ inline std::string str(const FlashCase& c) {
          ", stddev " + number_str(c.stddev);
 }
 
+// Draws the random cases of the agreement tests.
+class RandomCases {
+ public:
+  explicit RandomCases(std::uint64_t seed) : m_rng(seed) {}
+  // Uniform in [lo, hi].
+  std::size_t pick(std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(m_rng); }
+  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(m_rng); }
+  // 0 to 2 batch axes of 1 to 3 each.
+  Shape batch() {
+    Shape b(pick(0, 2));
+    for (auto& n : b) n = pick(1, 3);
+    return b;
+  }
+  // A key mask's shape for keys of length t_k: these batch axes, each kept or 1, then (1, t_k).
+  Shape key_shape(Shape axes, std::size_t t_k) {
+    for (auto& n : axes) n = pick(0, 1) ? n : 1;
+    axes.insert(axes.end(), {1, t_k});
+    return axes;
+  }
+
+ private:
+  std::mt19937_64 m_rng;
+};
+
 inline xt::xarray<bool> key_mask_of(const FlashCase& c, std::uint64_t seed) {
   xt::xarray<bool> m = xt::xarray<bool>::from_shape(c.key_shape);
   std::mt19937_64 rng(seed);
@@ -170,6 +194,18 @@ double check_flash_agreement(const FlashCase& c, std::uint64_t seed, double tol)
   return worst;
 }
 
+// check_flash_agreement for each case, in T, with the seeds first_seed + 10, + 20, ...; the
+// worst error, also as a test message naming `what`.
+template <class T>
+double check_flash_agreement(const std::vector<FlashCase>& cases, std::uint64_t first_seed, double tol,
+                             const std::string& what) {
+  double worst = 0;
+  std::uint64_t seed = first_seed;
+  for (const FlashCase& c : cases) worst = std::max(worst, check_flash_agreement<T>(c, seed += 10, tol));
+  BOOST_TEST_MESSAGE(what << ", " << dtype_name<T>() << ": worst relative difference " << worst);
+  return worst;
+}
+
 // The first-order gradients w.r.t. q, k, v of sum(s * out) (checked by finite differences if
 // check_fd), and the second-order ones of sum(r_i * first_i) w.r.t. q, k, v, s.
 inline std::vector<xt::xarray<double>> flash_second_order(const FlashCase& c, bool fused, bool check_fd) {
@@ -233,24 +269,6 @@ inline void check_tiles_split_by_threads(
       if (batch == 3) BOOST_TEST(values[0][1] == values[1][1]);
       BOOST_TEST(relative_error(values[1][1], values[0][1]) <= 1e-14);
     }
-  }
-}
-
-// g (its outputs and gradients named) through JSON: the same text back, whose attributes
-// contain `attrs`; then `leaf` set to `next` in both graphs and both replayed: the same bits.
-template <class V>
-void check_json_replay(Graph<float>& g, const Var<float>& leaf, const V& next, const std::string& attrs) {
-  const std::string text = to_json(g, ExportValues::all).dump();
-  BOOST_TEST(text.find(attrs) != std::string::npos, "no " << attrs);
-  const auto imported = graph_from_json<float>(text);
-  imported->replay();
-  BOOST_TEST(to_json(*imported, ExportValues::all).dump() == text);
-  imported->set_value(imported->var(leaf.id()), next);
-  imported->replay();
-  g.set_value(leaf, next);
-  g.replay();
-  for (const auto* named : {&g.outputs(), &g.grads()}) {
-    for (const auto& [name, slot] : *named) BOOST_TEST(imported->var(slot).value() == g.var(slot).value(), name);
   }
 }
 

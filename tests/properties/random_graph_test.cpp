@@ -27,14 +27,6 @@ struct Ref {
   std::vector<double> data;
 };
 
-std::vector<std::size_t> unravel(std::size_t flat, const Shape& s) {
-  std::vector<std::size_t> i(s.size());
-  for (std::size_t a = s.size(); a-- > 0;) {
-    i[a] = flat % s[a];
-    flat /= s[a];
-  }
-  return i;
-}
 std::size_t ravel(const std::vector<std::size_t>& i, const Shape& s) {
   std::size_t flat = 0;
   for (std::size_t a = 0; a < s.size(); ++a) flat = flat * s[a] + i[a];
@@ -81,7 +73,7 @@ Ref ref_transpose(const Ref& x) {
   Ref y{x.shape, std::vector<double>(x.data.size())};
   std::swap(y.shape[y.shape.size() - 1], y.shape[y.shape.size() - 2]);
   for (std::size_t f = 0; f < x.data.size(); ++f) {
-    auto i = unravel(f, x.shape);
+    auto i = unravel_index(f, x.shape);
     std::swap(i[i.size() - 1], i[i.size() - 2]);
     y.data[ravel(i, y.shape)] = x.data[f];
   }
@@ -92,7 +84,7 @@ Ref ref_transpose(const Ref& x) {
 template <class F>
 void for_rows(const Shape& s, std::size_t axis, F&& f) {
   for (std::size_t flat = 0; flat < shape_size(s); ++flat) {
-    auto i = unravel(flat, s);
+    auto i = unravel_index(flat, s);
     if (i[axis] != 0) continue;
     std::vector<std::size_t> row;
     for (std::size_t j = 0; j < s[axis]; ++j) {
@@ -135,7 +127,7 @@ Ref ref_softmax_vjp(const Ref& y, const Ref& g, long axis) {
 
 // The index into `small` (broadcast to big's shape) of big's element `flat`.
 std::size_t broadcast_source(std::size_t flat, const Shape& big, const Shape& small) {
-  const auto i = unravel(flat, big);
+  const auto i = unravel_index(flat, big);
   std::vector<std::size_t> j(small.size());
   const std::size_t lead = big.size() - small.size();
   for (std::size_t a = 0; a < small.size(); ++a) j[a] = small[a] == 1 ? 0 : i[lead + a];
@@ -243,7 +235,7 @@ Ref ref_slice(const Ref& x, std::size_t axis, std::size_t begin, std::size_t end
   Ref y{x.shape, {}};
   y.shape[axis] = end - begin;
   for (std::size_t f = 0; f < shape_size(y.shape); ++f) {
-    auto i = unravel(f, y.shape);
+    auto i = unravel_index(f, y.shape);
     i[axis] += begin;
     y.data.push_back(x.data[ravel(i, x.shape)]);
   }
@@ -256,7 +248,7 @@ Ref ref_concat(const std::vector<Ref>& parts, std::size_t axis) {
   y.shape[axis] = 0;
   for (const Ref& p : parts) y.shape[axis] += p.shape[axis];
   for (std::size_t f = 0; f < shape_size(y.shape); ++f) {
-    auto i = unravel(f, y.shape);
+    auto i = unravel_index(f, y.shape);
     std::size_t k = 0;
     while (i[axis] >= parts[k].shape[axis]) i[axis] -= parts[k++].shape[axis];
     y.data.push_back(parts[k].data[ravel(i, parts[k].shape)]);
@@ -268,7 +260,7 @@ Ref ref_pad(const Ref& x, std::size_t axis, std::size_t before, std::size_t afte
   Ref y{x.shape, {}};
   y.shape[axis] += before + after;
   for (std::size_t f = 0; f < shape_size(y.shape); ++f) {
-    auto i = unravel(f, y.shape);
+    auto i = unravel_index(f, y.shape);
     const bool inside = i[axis] >= before && i[axis] < before + x.shape[axis];
     i[axis] -= inside ? before : 0;
     y.data.push_back(inside ? x.data[ravel(i, x.shape)] : 0.0);
@@ -662,7 +654,7 @@ class RandomGraph {
         for (auto a : axes) to.push_back(s[a]);
         Ref y{to, std::vector<double>(rx.data.size())};
         for (std::size_t f = 0; f < y.data.size(); ++f) {
-          const auto i = unravel(f, to);
+          const auto i = unravel_index(f, to);
           std::vector<std::size_t> j(r);
           for (std::size_t a = 0; a < r; ++a) j[axes[a]] = i[a];
           y.data[f] = rx.data[ravel(j, s)];

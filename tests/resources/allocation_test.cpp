@@ -23,6 +23,8 @@
 
 #include <xgrad/xgrad.hpp>
 
+#include "../heap_count.hpp"
+
 namespace {
 
 // rename(2) fails with EXDEV while this is set (the executable's rename, which the library's
@@ -41,28 +43,9 @@ extern "C" int rename(const char* from, const char* to) noexcept {
 
 namespace {
 
-std::atomic<std::size_t> current{0}, peak{0};
-// Allocations that would take `current` above this fail (std::bad_alloc), as under ulimit -v.
-std::atomic<std::size_t> limit{SIZE_MAX};
-
-void* counted_alloc(std::size_t n) {
-  if (n > limit - std::min<std::size_t>(current, limit)) throw std::bad_alloc();
-  // A 16-byte header keeps the size (and the alignment of new) for the matching delete.
-  auto* p = static_cast<unsigned char*>(std::malloc(n + 16));
-  if (!p) throw std::bad_alloc();
-  *reinterpret_cast<std::size_t*>(p) = n;
-  const std::size_t now = current += n;
-  for (std::size_t old = peak; now > old && !peak.compare_exchange_weak(old, now);) {
-  }
-  return p + 16;
-}
-
-void counted_free(void* q) {
-  if (!q) return;
-  auto* p = static_cast<unsigned char*>(q) - 16;
-  current -= *reinterpret_cast<std::size_t*>(p);
-  std::free(p);
-}
+using xgrad::heap::current;
+using xgrad::heap::limit;
+using xgrad::heap::peak;
 
 // The peak of bytes allocated (beyond what was live before) while f runs.
 template <class F>
@@ -77,13 +60,6 @@ std::size_t peak_of(F&& f) {
 }
 
 }  // namespace
-
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void operator delete(void* p) noexcept { counted_free(p); }
-void operator delete[](void* p) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
 
 using namespace xgrad;
 

@@ -15,7 +15,6 @@ namespace {
 // The export's default values: all, so that `xgrad replay` checks every node and `xgrad inspect`
 // reads the file as is (the library's to_json defaults to inputs, enough to replay).
 constexpr ExportValues default_values = ExportValues::all;
-constexpr ExportValues value_choices[] = {ExportValues::none, ExportValues::inputs, ExportValues::all};
 
 // The help, with the --values names of graph/serialize's values_name and default_values marked.
 std::string help_text() {
@@ -91,10 +90,7 @@ int write_graph(const Options& o, const Graph<T>& g, const std::vector<std::stri
   if (o.has("--by-axis")) dot.group_axis = static_cast<std::size_t>(o.integer("--by-axis", 0, 63, 0));
   dot.backward_softmax = o.has("--all");
   if (format == "onnx" && !o.has("-o")) throw usage_error("--format onnx needs -o FILE: an ONNX model is binary");
-  ExportValues ev = default_values;
-  for (const ExportValues v : value_choices) {
-    if (values == values_name(v)) ev = v;
-  }
+  const ExportValues ev = parse_name(export_values_names, values, "--values");  // one of them: o.choice checked
   // JSON is streamed into the file a node at a time (write_json): a graph of millions of nodes
   // exports in little more memory than it holds. On stdout, which shows nothing of a command
   // that fails, it is made whole first.
