@@ -78,8 +78,9 @@ GradcheckReport check_gradients(const Var<T>& y, const std::vector<Var<T>>& xs,
 }
 
 // g through JSON and back: exported with every value, it imports as the same ops and replays to
-// the same text; then, for each of `nexts` given to `leaf` in both graphs, both replay to the
-// same bits in every node (V: a mask leaf's booleans or T). Returns the exported text (to look for an op or attributes in).
+// the same text; then, for each of `nexts` given to `leaf` in both graphs (V: T, or a mask leaf's
+// booleans), both replay to the same bits in every node. Returns the exported text (to look for
+// an op or attributes in).
 template <class T, class V>
 std::string check_json_replays(Graph<T>& g, const Var<T>& leaf, std::initializer_list<V> nexts) {
   const std::string text = to_json(g, ExportValues::all).dump();
@@ -99,8 +100,8 @@ std::string check_json_replays(Graph<T>& g, const Var<T>& leaf, std::initializer
 }
 
 // y's op writes `attrs` (compact JSON), and the export of y's graph with all values imports back
-// with y's node of the same op, the same attrs and the same value.
-// Returns the export, for the refusals below.
+// with y's node of the same op, the same attrs and the same value. Returns the export (for the
+// refusals below).
 inline Json check_attrs_round_trip(const Var<double>& y, const std::string& op, const std::string& attrs) {
   BOOST_TEST(y.node().op->attrs().dump() == attrs);
   Json exported = to_json(y.graph(), ExportValues::all);

@@ -279,8 +279,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(attrs_round_trip_and_refusals, Norm, norm_forms) {
   Graph<double> g;
   const auto x = g.input("x", {{1, 2, 4}});
   const auto y = Norm::norm(x, norm_params<Norm>(g, 3, 1, true), 1e-6);
-  check_attrs_round_trip(y, Norm::name, R"({"eps":1e-06})");
-  const Json j = to_json(g, ExportValues::all);
+  const Json j = check_attrs_round_trip(y, Norm::name, R"({"eps":1e-06})");
   const std::string at = "nodes[" + std::to_string(y.id()) + "].attrs";
   check_refuses_attr(j, y.id(), "eps", -0.5, at + ".eps: expected a finite number >= 0, got -0.5");
   check_refuses_attr(j, y.id(), "eps", "small", at + ".eps: expected");
