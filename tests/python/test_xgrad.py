@@ -320,6 +320,13 @@ class Errors(unittest.TestCase):
             xgrad.Graph("int8")
         with self.assertRaisesRegex(xgrad.Error, 'random_array: dtype "int8" is neither'):
             xgrad.random_array((2,), 1, dtype="int8")
+        # Names read from the library's tables of enum names (graph/names.hpp).
+        with self.assertRaisesRegex(xgrad.Error, 'values "some" is none of "none", "inputs", "all"'):
+            g.to_json(values="some")
+        with self.assertRaisesRegex(xgrad.Error, 'qk_norm: kind "l2" is none of "none", "layer", "rms"'):
+            xgrad.qk_norm(a, g.input("gain", np.ones(3)), kind="l2")
+        with self.assertRaisesRegex(xgrad.Error, 'variant_attention: weights "relu" is neither "softmax" nor "sigmoid"'):
+            xgrad.variant_attention(a, a, a, weights="relu")
         with self.assertRaisesRegex(xgrad.Error, "index 9223372036854775808 does not fit int64"):
             g.indices("u", np.array([2**63], dtype=np.uint64))
         with self.assertRaisesRegex(xgrad.Error, r"\(32768, 16384\) holds more than max_array_elements"):
