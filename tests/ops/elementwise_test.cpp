@@ -208,7 +208,9 @@ BOOST_AUTO_TEST_CASE(every_binary_row_names_shapes_that_do_not_broadcast_or_broa
 #define XGRAD_BINARY(NAME, DOMAIN, COST, FORWARD, VJP_A, VJP_B, ONNX) {#NAME, &xgrad::NAME<double>},
 #include <xgrad/ops/elementwise.def>
   };
-  for (const auto& [name, f] : rows) {
+  for (const auto& entry : rows) {
+    const std::string& name = entry.first;  // (a lambda captures no structured binding in C++17)
+    const Binary f = entry.second;
     Graph<double> g;
     const auto a = g.input("a", xt::xarray<double>::from_shape({2, 3}));
     const auto b = g.input("b", xt::xarray<double>::from_shape({4}));
